@@ -1,0 +1,69 @@
+// specdec/drafter.h — what every drafter (draft model, n-gram, prompt lookup, trees, heads)
+// hands to the verifier, and what it gets back.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "specdec/sampling.h"
+
+namespace specdec {
+
+// How the children of one node were produced; acceptance must use the matching rule.
+enum class ChildRule : uint8_t {
+  Deterministic,               // no q (n-gram, lookup, top-k branches): q is one-hot / absent
+  IndependentWithReplacement,  // each child drawn independently from the node's q (SpecInfer)
+  WithoutReplacement,          // children drawn from q one after another without replacement
+};
+
+// A draft is a token tree; a chain is the tree with parent[i] = i - 1.
+// Node i's parent is parent[i] (< i) or -1 for a child of the last committed token (the root).
+struct Draft {
+  std::vector<Token> tokens;     // (n_nodes)
+  std::vector<int32_t> parent;   // (n_nodes)
+  // (n_nodes) distribution node i was drawn from (the draft's distribution at its parent, after
+  // the shared sampling transform), or empty for a deterministic draft. Siblings drawn from the
+  // same distribution carry the same q.
+  std::vector<SparseDist> q;
+  ChildRule rule = ChildRule::Deterministic;
+
+  int size() const { return static_cast<int>(tokens.size()); }
+  bool empty() const { return tokens.empty(); }
+  bool is_chain() const;
+  void clear();
+  // Appends a node and returns its index.
+  int add(Token token, int32_t parent, SparseDist q = {});
+};
+
+// The outcome of verifying a draft: the accepted node indices from the root down (a path in
+// the tree; node indices, not tokens, because siblings may carry the same token), then the
+// token the target emits after them (the correction at the first rejection, or the bonus).
+struct Verdict {
+  std::vector<int32_t> path;
+  Token next = -1;
+  int n_accepted() const { return static_cast<int>(path.size()); }
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string name() const = 0;
+  // Start of a new sequence whose committed tokens are `prompt`.
+  virtual void begin(std::span<const Token> prompt) = 0;
+  // Proposes up to n_max nodes continuing `context` (all committed tokens: prompt + generated;
+  // the last one is not yet in the target's cache). `sampling` is the transform the target
+  // uses; drafters that sample apply it to their own logits to get q.
+  virtual Draft propose(std::span<const Token> context, int n_max, const SamplingParams& sampling) = 0;
+  // The verifier's decision on the last proposal; the drafter rolls its state back to the
+  // accepted path and learns verdict.next (which it did not produce or may have).
+  virtual void accept(const Draft& draft, const Verdict& verdict) = 0;
+  // The committed sequence was cut back to its first n tokens (a stop string, a new request
+  // sharing a prefix...). Default: begin() again is the caller's job.
+  virtual void rollback(int n_tokens) { (void)n_tokens; }
+  // Seconds spent in propose() since construction (for c_draft).
+  virtual double draft_seconds() const { return 0.0; }
+};
+
+}  // namespace specdec

@@ -1,0 +1,139 @@
+// specdec/gguf.h — GGUF files: memory-mapped reader and a writer.
+//
+// Format (versions 2 and 3, little-endian): magic "GGUF", u32 version, u64 n_tensors, u64 n_kv,
+// n_kv metadata entries (string key, u32 value type, value), n_tensors tensor infos (string
+// name, u32 n_dims, u64 dims[n_dims], u32 ggml type, u64 offset relative to the data section),
+// padding to `general.alignment` (default 32), then the tensor data.
+// The reader validates every count, length, dimension and offset against the file size before
+// using it and throws specdec::Error naming the file and the problem.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "specdec/dtype.h"
+
+namespace specdec {
+
+class MappedFile;
+
+enum class GgufValueType : uint32_t {
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
+  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+};
+const char* gguf_value_type_name(GgufValueType t);
+
+struct GgufArray;
+
+// One metadata value. Arrays hold one element type (GGUF has no nested arrays of mixed types;
+// nested arrays are allowed and represented recursively).
+struct GgufValue {
+  GgufValueType type = GgufValueType::U8;
+  std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool, std::string,
+               std::shared_ptr<GgufArray>, uint64_t, int64_t, double>
+      value;
+};
+
+struct GgufArray {
+  GgufValueType elem_type = GgufValueType::U8;
+  std::vector<GgufValue> items;
+};
+
+struct GgufTensorInfo {
+  std::string name;
+  DType type = DType::F32;
+  std::vector<int64_t> dims;   // GGUF order: dims[0] is the contiguous (innermost) dimension
+  uint64_t offset = 0;         // relative to the data section
+  uint64_t n_bytes = 0;        // computed from type and dims
+  const uint8_t* data = nullptr;  // points into the mapping
+  int64_t n_elements() const;
+};
+
+class GgufFile {
+ public:
+  // Maps and parses `path`. Throws Error for I/O problems and malformed files.
+  static std::unique_ptr<GgufFile> open(const std::string& path);
+  // Parses an in-memory image (not copied: `data` must outlive the object). For fuzzing/tests.
+  static std::unique_ptr<GgufFile> parse(const uint8_t* data, size_t size, const std::string& name);
+  ~GgufFile();
+
+  const std::string& path() const { return path_; }
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+
+  // ---- metadata
+  bool has(std::string_view key) const;
+  const GgufValue* find(std::string_view key) const;  // nullptr when absent
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
+  // Typed accessors. Integer getters accept any integer type whose value fits; float getters
+  // accept F32/F64. Missing key or wrong type -> Error naming the key, the file and the type found.
+  std::string get_string(std::string_view key) const;
+  uint64_t get_u64(std::string_view key) const;
+  int64_t get_i64(std::string_view key) const;
+  uint32_t get_u32(std::string_view key) const;
+  float get_f32(std::string_view key) const;
+  bool get_bool(std::string_view key) const;
+  std::vector<std::string> get_string_array(std::string_view key) const;
+  std::vector<float> get_f32_array(std::string_view key) const;
+  std::vector<int32_t> get_i32_array(std::string_view key) const;
+  // Optional variants: default when absent, Error when present with a wrong type.
+  uint32_t get_u32_or(std::string_view key, uint32_t fallback) const;
+  float get_f32_or(std::string_view key, float fallback) const;
+  bool get_bool_or(std::string_view key, bool fallback) const;
+  std::string get_string_or(std::string_view key, const std::string& fallback) const;
+
+  // ---- tensors
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  const GgufTensorInfo* find_tensor(std::string_view name) const;   // nullptr when absent
+  const GgufTensorInfo& tensor(std::string_view name) const;        // Error when absent
+
+ private:
+  GgufFile() = default;
+  void parse_all(const uint8_t* data, size_t size);
+
+  std::string path_;
+  std::unique_ptr<MappedFile> mapping_;
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::map<std::string, size_t, std::less<>> kv_index_;
+  std::vector<GgufTensorInfo> tensors_;
+  std::map<std::string, size_t, std::less<>> tensor_index_;
+};
+
+// Writes GGUF version 3. Usage: set metadata, add tensors (data copied), then write(path).
+class GgufWriter {
+ public:
+  void set(const std::string& key, GgufValue value);
+  void set_u32(const std::string& key, uint32_t v);
+  void set_i32(const std::string& key, int32_t v);
+  void set_u64(const std::string& key, uint64_t v);
+  void set_f32(const std::string& key, float v);
+  void set_bool(const std::string& key, bool v);
+  void set_string(const std::string& key, const std::string& v);
+  void set_string_array(const std::string& key, const std::vector<std::string>& v);
+  void set_f32_array(const std::string& key, const std::vector<float>& v);
+  void set_i32_array(const std::string& key, const std::vector<int32_t>& v);
+  // dims in GGUF order (dims[0] contiguous); bytes.size() must equal the type's size for dims.
+  void add_tensor(const std::string& name, DType type, const std::vector<int64_t>& dims,
+                  std::vector<uint8_t> bytes);
+  void add_tensor_f32(const std::string& name, const std::vector<int64_t>& dims, const float* data);
+  void set_alignment(uint64_t alignment);  // also writes general.alignment when != 32
+  // Serialises to memory / to a file (written to PATH.tmp then renamed). Throws Error on I/O failure.
+  std::vector<uint8_t> to_bytes() const;
+  void write(const std::string& path) const;
+
+ private:
+  struct Tensor { std::string name; DType type; std::vector<int64_t> dims; std::vector<uint8_t> bytes; };
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::vector<Tensor> tensors_;
+  uint64_t alignment_ = 32;
+};
+
+}  // namespace specdec

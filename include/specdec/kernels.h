@@ -1,0 +1,98 @@
+// specdec/kernels.h — math on buffers: the only layer that knows about SIMD.
+//
+// Every kernel has a scalar reference and SIMD variants (AVX2, AVX-512) selected by
+// active_isa() (specdec/cpu.h). Contracts shared by all kernels:
+//  - Batch invariance: the result for one activation row depends only on that row's inputs,
+//    never on M, on the row's index, on the other rows or on the thread count. Every
+//    reduction has one fixed order per ISA; threads split independent outputs only.
+//  - One weight pass: matmul streams each weight block once and applies it to all M rows.
+//  - Built with -ffp-contract=off, never -ffast-math. SIMD paths may differ from the scalar
+//    reference by rounding (tests state the bound), but each path is deterministic.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "specdec/dtype.h"
+
+namespace specdec {
+
+class ThreadPool;
+
+// ---- scalar conversions (IEEE binary16 and bfloat16, round to nearest even)
+float fp16_to_f32(uint16_t h);
+uint16_t f32_to_fp16(float f);
+float bf16_to_f32(uint16_t b);
+uint16_t f32_to_bf16(float f);
+
+// ---- (de)quantization of one row of n values (n a multiple of the block size)
+// dequantize_row reproduces ggml's reference dequantization bit for bit.
+void dequantize_row(DType type, const void* src, float* dst, int64_t n);
+// quantize_row implements ggml's reference quantizers (as llama.cpp's quantize without imatrix)
+// for every weight type, F32/F16/BF16 included.
+void quantize_row(DType type, const float* src, void* dst, int64_t n);
+
+// ---- matmul: y = x W^T
+// A weight matrix in GGUF layout: n_out rows of n_in values, each row `row_bytes` apart.
+struct WeightMatrix {
+  DType type = DType::F32;
+  const void* data = nullptr;
+  int64_t n_in = 0;    // values per row (GGUF dims[0])
+  int64_t n_out = 0;   // rows (GGUF dims[1])
+  size_t row_bytes = 0;
+};
+
+// x: (M, n_in) row-major, y: (M, n_out) row-major, 1 <= M (any M; register-blocked internally).
+// Reads each weight block once for all M rows. Threads split the n_out outputs.
+// pool may be nullptr (single-threaded).
+void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool);
+
+// Reference used by tests: dequantize W to f32 and compute each dot product in double.
+void matmul_reference(const WeightMatrix& w, const float* x, int M, float* y);
+
+// ---- elementwise / row kernels (scalar, fixed order; cheap next to matmul)
+// y = x / sqrt(mean(x^2) + eps) * weight, over n values (reduction in a fixed order).
+void rmsnorm(const float* x, const float* weight, int n, float eps, float* y);
+// In-place softmax over n values (max-subtracted, fixed-order sum).
+void softmax(float* x, int n);
+// out[i] = silu(gate[i]) * up[i]
+void swiglu(const float* gate, const float* up, int n, float* out);
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int n);
+
+// RoPE on one row of n_heads heads of head_dim values, rotating the first n_rot dims of each head.
+// layout NORM rotates adjacent pairs (x[2i], x[2i+1]) (Llama); NEOX rotates (x[i], x[i + n_rot/2]).
+// theta_i = pos * freq_scale * base^(-2i/n_rot) / freq_factors[i] (freq_factors may be nullptr).
+enum class RopeLayout { Norm, Neox };
+struct RopeParams {
+  int n_rot = 0;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;          // linear scaling: 1 / factor
+  const float* freq_factors = nullptr;  // (n_rot / 2) Llama-3.1 style divisors, or nullptr
+  RopeLayout layout = RopeLayout::Norm;
+};
+void rope(float* x, int n_heads, int head_dim, int pos, const RopeParams& p);
+
+// ---- attention for the M query rows of ONE sequence over that sequence's cache
+// Row i sees the cache slots [0, n_prefix) in order, then extra_slots[extra_begin[i] ..
+// extra_begin[i+1]) in that order (its ancestors inside the batch, root first, then itself).
+// The reduction over visible keys is in that logical order whatever the slot numbers, so a
+// tree node and the same path decoded as a chain give identical bits.
+struct AttentionRows {
+  int n_rows = 0;                  // M
+  int n_prefix = 0;
+  const int* extra_begin = nullptr;  // (M + 1)
+  const int* extra_slots = nullptr;  // (extra_begin[M])
+};
+struct AttentionShape {
+  int n_heads = 0;
+  int n_kv_heads = 0;   // grouped-query: head h uses kv head h / (n_heads / n_kv_heads)
+  int head_dim = 0;
+};
+// q: (M, n_heads * head_dim); k, v: (n_slots, kv_stride) floats, head g at [g * head_dim, ...);
+// out: (M, n_heads * head_dim). Scale 1/sqrt(head_dim). Reads each K/V row once for all M rows
+// and all query heads of its group where the rows share it.
+void attention(const AttentionShape& shape, const AttentionRows& rows, const float* q,
+               const float* k, const float* v, size_t kv_stride, float* out, ThreadPool* pool);
+
+}  // namespace specdec

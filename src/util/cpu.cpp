@@ -1,0 +1,89 @@
+#include "specdec/cpu.h"
+
+#include <cpuid.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "specdec/error.h"
+
+namespace specdec {
+
+namespace {
+
+bool os_saves_zmm() {
+  unsigned eax, edx;
+  __asm__("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (eax & 0xE6) == 0xE6;  // XMM, YMM, opmask, ZMM_Hi256, Hi16_ZMM
+}
+bool os_saves_ymm() {
+  unsigned eax, edx;
+  __asm__("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (eax & 0x6) == 0x6;
+}
+
+Isa probe() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return Isa::Scalar;
+  const bool osxsave = c & (1u << 27), fma = c & (1u << 12), f16c = c & (1u << 29);
+  if (!osxsave || !os_saves_ymm()) return Isa::Scalar;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return Isa::Scalar;
+  const bool avx2 = b & (1u << 5);
+  const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
+             avx512vl = b & (1u << 31), vnni = c & (1u << 11);
+  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+  __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1);
+  const bool bf16 = a1 & (1u << 5);
+  if (avx2 && fma && f16c && avx512f && avx512dq && avx512bw && avx512vl && vnni && bf16 && os_saves_zmm())
+    return Isa::Avx512;
+  if (avx2 && fma && f16c) return Isa::Avx2;
+  return Isa::Scalar;
+}
+
+Isa initial_isa() {
+  Isa best = detected_isa();
+  if (const char* env = std::getenv("SPECDEC_ISA"); env && *env) {
+    std::string s(env);
+    Isa want = s == "scalar" ? Isa::Scalar : s == "avx2" ? Isa::Avx2 : s == "avx512" ? Isa::Avx512 : best;
+    if (static_cast<int>(want) <= static_cast<int>(best)) return want;
+  }
+  return best;
+}
+
+std::atomic<int>& active() {
+  static std::atomic<int> isa{static_cast<int>(initial_isa())};
+  return isa;
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+Isa detected_isa() {
+  static const Isa isa = probe();
+  return isa;
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out;
+  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i) out.push_back(static_cast<Isa>(i));
+  return out;
+}
+
+Isa active_isa() { return static_cast<Isa>(active().load(std::memory_order_relaxed)); }
+
+Isa set_active_isa(Isa isa) {
+  if (static_cast<int>(isa) > static_cast<int>(detected_isa()))
+    throw Error(std::string("ISA ") + isa_name(isa) + " is not supported by this CPU");
+  return static_cast<Isa>(active().exchange(static_cast<int>(isa)));
+}
+
+}  // namespace specdec

@@ -1,0 +1,73 @@
+#include "common/testing.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "specdec/error.h"
+
+namespace specdec::testing {
+
+std::string fixtures_dir() {
+  if (const char* env = std::getenv("SPECDEC_FIXTURES"); env && *env) return env;
+  return std::string(SPECDEC_SOURCE_DIR) + "/../shared/fixtures";
+}
+
+std::string find_fixture(const std::string& relative) {
+  std::string path = fixtures_dir() + "/" + relative;
+  return std::filesystem::exists(path) ? path : std::string();
+}
+
+bool fixtures_required() {
+  const char* env = std::getenv("SPECDEC_REQUIRE_FIXTURES");
+  return env && std::string(env) == "1";
+}
+
+uint64_t test_seed(const char* what) {
+  uint64_t seed;
+  if (const char* env = std::getenv("SPECDEC_TEST_SEED"); env && *env) {
+    seed = std::strtoull(env, nullptr, 0);
+  } else {
+    std::random_device rd;
+    seed = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+           static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  std::printf("[seed] %s SPECDEC_TEST_SEED=%llu\n", what, static_cast<unsigned long long>(seed));
+  std::fflush(stdout);
+  return seed;
+}
+
+std::string temp_dir() {
+  static std::string dir = [] {
+    auto base = std::filesystem::temp_directory_path() /
+                ("specdec-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(base);
+    return base.string();
+  }();
+  return dir;
+}
+
+int sanitizer_slowdown() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return 8;
+#else
+  return 1;
+#endif
+}
+
+std::vector<float> read_f32_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw Error("cannot open " + path);
+  auto size = static_cast<size_t>(in.tellg());
+  in.seekg(0);
+  std::vector<float> out(size / sizeof(float));
+  in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size() * sizeof(float)));
+  return out;
+}
+
+}  // namespace specdec::testing
