@@ -62,6 +62,9 @@ class Drafter {
   // The committed sequence was cut back to its first n tokens (a stop string, a new request
   // sharing a prefix...). Default: begin() again is the caller's job.
   virtual void rollback(int n_tokens) { (void)n_tokens; }
+  // Drafters with a confidence stop end a proposal where their top probability falls below
+  // p_min (0: off). Default: ignored (drafters without probabilities).
+  virtual void set_p_min(float p_min) { (void)p_min; }
   // Seconds spent in propose() since construction (for c_draft).
   virtual double draft_seconds() const { return 0.0; }
 };

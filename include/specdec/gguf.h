@@ -45,6 +45,12 @@ struct GgufArray {
   std::vector<GgufValue> items;
 };
 
+// "U32", or for arrays "ARRAY of STRING" (nested: "ARRAY of ARRAY of I32"). Cost: O(depth).
+std::string gguf_value_type_description(const GgufValue& v);
+// Human-readable value: numbers, "quoted" strings (escaped, long ones cut), arrays as
+// [a, b, ... (N items)] showing at most max_items elements per level. For printing only.
+std::string gguf_value_to_string(const GgufValue& v, size_t max_items = 8);
+
 struct GgufTensorInfo {
   std::string name;
   DType type = DType::F32;

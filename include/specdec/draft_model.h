@@ -1,0 +1,93 @@
+// specdec/draft_model.h — drafting with a second, smaller model (issue 3), chains or token
+// trees (issue 9), and the vocabulary check between draft and target.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "specdec/acceptance.h"
+#include "specdec/drafter.h"
+#include "specdec/model.h"
+#include "specdec/rng.h"
+#include "specdec/tokenizer.h"
+
+namespace specdec {
+
+// What the vocabulary check looks at (a Tokenizer, or plain tables in tests).
+struct VocabView {
+  std::string model;                              // "llama" | "gpt2"
+  int n_vocab = 0;
+  std::function<std::string(Token)> text;         // token text of an id in [0, n_vocab)
+  SpecialTokens special;
+  static VocabView of(const Tokenizer& tokenizer);
+};
+
+// Draft and target must agree on the tokenizer model, on every id they both have and on the
+// special-token ids (bos, eos, eot). A draft vocabulary that is the target's with padding at the
+// end, or up to max_shorter entries shorter, is accepted (q = 0 for the ids the draft lacks).
+// Throws Error naming the first differing token (id and both texts) otherwise. Cost: O(n_vocab).
+void check_vocab_compatible(const VocabView& target, const VocabView& draft, int max_shorter = 128);
+
+struct DraftModelOptions {
+  int n_ctx = 0;            // draft cache length (0: the draft model's context length)
+  int n_vocab_target = 0;   // draft ids >= this get q = 0 (a padded draft vocabulary); 0: no mask
+  // Token trees (issue 9): tree_nodes > 0 drafts a tree of at most min(tree_nodes, n_max) nodes,
+  // expanding per level the tree_width most probable paths (product of draft probabilities, as
+  // in EAGLE-2) with up to tree_width children each, down to tree_depth.
+  int tree_nodes = 0;
+  int tree_width = 2;
+  int tree_depth = 5;
+  ChildRule tree_rule = ChildRule::Deterministic;  // how children are drawn (and verified)
+  PlantedBug bug = PlantedBug::None;  // testing hook: QRecomputedAfter, TransformOnPOnly
+};
+
+// A second Transformer with its own KV cache. Chains: drafts autoregressively, sampling each
+// token from q = make_distribution(draft logits, the target's sampling params, history) and
+// recording that q (never recomputed); stops early when q's top probability < p_min. The cache
+// holds a prefix of the committed tokens (plus forwarded draft tokens until accept()): it is
+// truncated on rejection and catches up on accepted/bonus tokens at the next propose().
+// Randomness: an Rng seeded from sampling.seed at the first propose() after begin().
+class DraftModelDrafter : public Drafter {
+ public:
+  // draft_model must outlive the drafter. Throws Error for bad options (naming them).
+  DraftModelDrafter(Transformer& draft_model, const DraftModelOptions& options = {});
+
+  std::string name() const override { return options_.tree_nodes > 0 ? "draft-model-tree" : "draft-model"; }
+  // Prefills the draft cache with prompt[0 .. size-1) (reusing a shared cached prefix).
+  void begin(std::span<const Token> prompt) override;
+  Draft propose(std::span<const Token> context, int n_max, const SamplingParams& sampling) override;
+  void accept(const Draft& draft, const Verdict& verdict) override;
+  void rollback(int n_tokens) override;
+  void set_p_min(float p_min) override { p_min_ = p_min; }
+  double draft_seconds() const override { return draft_seconds_; }
+
+  // For tests: the draft cache and the tokens it holds, in order.
+  const KvCache& cache() const { return cache_; }
+  std::span<const Token> cached_tokens() const { return cached_; }
+
+ private:
+  // Makes the cache hold context[0 .. n) and returns the logits of the last row.
+  std::vector<float> sync(std::span<const Token> context);
+  // Forwards `tokens` as a chain after the cache (no logits unless want_last).
+  void forward_chain(std::span<const Token> tokens, bool want_last, std::vector<float>* last_logits);
+  std::span<const float> masked(std::vector<float>& logits) const;
+  Draft propose_chain(std::span<const Token> context, int n_max, const SamplingParams& sampling);
+  Draft propose_tree(std::span<const Token> context, int n_max, const SamplingParams& sampling);
+
+  Transformer& model_;
+  DraftModelOptions options_;
+  KvCache cache_;                // (n_layers, n_ctx, kv_dim) draft K/V of cached_
+  std::vector<Token> cached_;    // (n_cached) tokens in the cache, in order
+  Rng rng_;
+  bool seeded_ = false;
+  float p_min_ = 0.0f;
+  int propose_base_ = 0;         // context length at the last propose()
+  int n_forwarded_ = 0;          // draft tokens of the last chain proposal left in the cache
+  double draft_seconds_ = 0.0;
+  Batch batch_;                  // scratch
+  Logits logits_;                // scratch (n_rows, n_vocab)
+};
+
+}  // namespace specdec

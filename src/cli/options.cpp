@@ -1,0 +1,73 @@
+#include "cli/options.h"
+
+#include "specdec/error.h"
+
+namespace specdec::cli {
+
+void EngineCliOptions::add_to(CLI::App* cmd, bool model_required) {
+  auto* m = cmd->add_option("-m,--model", model, "target model (GGUF)");
+  if (model_required) m->required();
+  cmd->add_option("--model-draft,--md", draft, "draft model (GGUF) for speculative decoding");
+  cmd->add_option("--spec", spec, "speculation: auto|none|draft|ngram|lookup|hybrid (auto: draft with -md, else lookup)");
+  cmd->add_option("--draft-max", draft_max, "most draft tokens per step (K upper bound; tree node budget)");
+  cmd->add_option("--draft-min", draft_min, "fewest draft tokens per step (adaptive K lower bound)");
+  cmd->add_option("--draft-p-min", draft_p_min, "stop drafting when the draft's top probability is below this");
+  cmd->add_flag("--no-adaptive", no_adaptive, "fixed K = --draft-max instead of the adaptive choice");
+  cmd->add_option("--lenience", lenience, "LOSSY opt-in (Leviathan et al. A.5): accept more, in (0, 1]; 1 = exact");
+  cmd->add_option("--lookup-min", lookup_min, "prompt lookup: shortest n-gram to match");
+  cmd->add_option("--lookup-max", lookup_max, "prompt lookup: longest n-gram to match");
+  cmd->add_option("--ngram-order", ngram_order, "n-gram drafter: longest order (orders 2..N)");
+  cmd->add_option("--lookup-cache", lookup_cache, "persistent n-gram statistics file (loaded, then saved at exit)");
+  cmd->add_option("--tree-nodes", tree_nodes, "draft model proposes a token tree of at most N nodes (0: chain)");
+  cmd->add_option("--tree-width", tree_width, "tree: children / paths expanded per level");
+  cmd->add_option("--tree-depth", tree_depth, "tree: deepest level");
+  cmd->add_option("-c,--ctx-size", n_ctx, "context length (0: the model's)");
+  cmd->add_option("-t,--threads", n_threads, "threads (0: physical cores)");
+}
+
+EngineOptions EngineCliOptions::to_engine_options() const {
+  EngineOptions o;
+  o.model_path = model;
+  o.draft_path = draft;
+  if (spec != "auto") o.method = parse_spec_method(spec);
+  if (draft_max < 0) throw Error("--draft-max " + std::to_string(draft_max) + " must be >= 0");
+  if (draft_min < 0 || draft_min > draft_max)
+    throw Error("--draft-min " + std::to_string(draft_min) + " must be in [0, --draft-max]");
+  if (!(lenience > 0.0f && lenience <= 1.0f)) throw Error("--lenience " + std::to_string(lenience) + " must be in (0, 1]");
+  if (n_threads < 0) throw Error("--threads " + std::to_string(n_threads) + " must be >= 0");
+  o.spec.draft_max = draft_max;
+  o.spec.draft_min = draft_min;
+  o.spec.draft_p_min = draft_p_min;
+  o.spec.adaptive = !no_adaptive;
+  o.spec.lenience = lenience;
+  o.model_free.lookup_min = lookup_min;
+  o.model_free.lookup_max = lookup_max;
+  o.model_free.ngram_order = ngram_order;
+  o.lookup_cache_path = lookup_cache;
+  o.tree_nodes = tree_nodes;
+  o.tree_width = tree_width;
+  o.tree_depth = tree_depth;
+  o.n_ctx = n_ctx;
+  o.n_threads = n_threads;
+  return o;
+}
+
+void SamplingCliOptions::add_to(CLI::App* cmd) {
+  cmd->add_option("--temp", params.temperature, "temperature (0 = greedy)");
+  cmd->add_option("--top-k", params.top_k, "top-k (0 = off)");
+  cmd->add_option("--top-p", params.top_p, "top-p (1 = off)");
+  cmd->add_option("--min-p", params.min_p, "min-p (0 = off)");
+  cmd->add_option("--repeat-penalty", params.repeat_penalty, "repetition penalty (1 = off)");
+  cmd->add_option("--repeat-last-n", params.repeat_last_n, "tokens the penalties look back over");
+  cmd->add_option("--presence-penalty", params.presence_penalty, "presence penalty");
+  cmd->add_option("--frequency-penalty", params.frequency_penalty, "frequency penalty");
+  cmd->add_option("-s,--seed", params.seed, "random seed (same seed + settings + fixed K = same output)");
+}
+
+SamplingParams SamplingCliOptions::to_params() const {
+  if (params.temperature < 0) throw Error("--temp " + std::to_string(params.temperature) + " must be >= 0");
+  if (params.top_p <= 0) throw Error("--top-p " + std::to_string(params.top_p) + " must be > 0");
+  return params;
+}
+
+}  // namespace specdec::cli

@@ -1,0 +1,35 @@
+// cli/options.h — command-line options shared by generate, bench and serve.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "specdec/engine.h"
+#include "specdec/sampling.h"
+
+namespace specdec::cli {
+
+struct EngineCliOptions {
+  std::string model, draft, spec = "auto", lookup_cache;
+  int draft_max = 8, draft_min = 0;
+  float draft_p_min = 0.0f, lenience = 1.0f;
+  bool no_adaptive = false;
+  int lookup_min = 2, lookup_max = 4, ngram_order = 4;
+  int tree_nodes = 0, tree_width = 2, tree_depth = 5;
+  int n_ctx = 0, n_threads = 0;
+
+  // -m, -md, --spec, --draft-max, --draft-min, --draft-p-min, --no-adaptive, --lenience,
+  // --lookup-min, --lookup-max, --ngram-order, --lookup-cache, --tree-*, -c, -t.
+  void add_to(CLI::App* cmd, bool model_required = true);
+  // Throws Error naming an invalid value.
+  EngineOptions to_engine_options() const;
+};
+
+struct SamplingCliOptions {
+  SamplingParams params;
+  void add_to(CLI::App* cmd);
+  SamplingParams to_params() const;
+};
+
+}  // namespace specdec::cli

@@ -1,0 +1,94 @@
+// Engine construction: models, tokenizer, drafter selection, decoders.
+#include "specdec/engine.h"
+
+#include <cstdio>
+
+#include "specdec/draft_model.h"
+#include "specdec/error.h"
+#include "specdec/gguf.h"
+#include "specdec/hybrid_drafter.h"
+#include "specdec/lookup_cache.h"
+
+namespace specdec {
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::Length: return "length";
+    case FinishReason::Stop: return "stop";
+    case FinishReason::ContextFull: return "context_full";
+    case FinishReason::Cancelled: return "cancelled";
+  }
+  return "?";
+}
+
+Engine::Engine(const EngineOptions& options) : options_(options) {
+  if (options.model_path.empty()) throw Error("no model given (-m MODEL.gguf)");
+  ModelOptions model_options;
+  model_options.n_threads = options.n_threads;
+  target_ = Transformer::load(options.model_path, model_options);
+  tokenizer_ = Tokenizer::from_gguf(target_->gguf());
+
+  const int n_ctx_model = target_->config().n_ctx_train;
+  if (options.n_ctx < 0) throw Error("context length -c " + std::to_string(options.n_ctx) + " must be >= 0");
+  if (options.n_ctx > n_ctx_model)
+    throw Error("context length -c " + std::to_string(options.n_ctx) + " exceeds the model's " +
+                std::to_string(n_ctx_model) + " (" + options.model_path + ")");
+  n_ctx_ = options.n_ctx > 0 ? options.n_ctx : n_ctx_model;
+
+  method_ = options.method.value_or(default_spec_method(!options.draft_path.empty()));
+  const bool needs_draft = method_ == SpecMethod::Draft || method_ == SpecMethod::Hybrid;
+  if (needs_draft && options.draft_path.empty())
+    throw Error(std::string("--spec ") + spec_method_name(method_) + " needs a draft model (-md DRAFT.gguf)");
+
+  if (!options.lookup_cache_path.empty()) {
+    std::string warning;
+    lookup_cache_ = std::make_unique<LookupCacheFile>(options.lookup_cache_path, tokenizer_->n_vocab(),
+                                                      vocab_fingerprint(*tokenizer_), options.model_free, &warning);
+    if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  }
+  auto cache = lookup_cache_ ? lookup_cache_->cache() : nullptr;
+
+  std::unique_ptr<Drafter> model_drafter;
+  if (needs_draft) {
+    draft_model_ = Transformer::load(options.draft_path, model_options);
+    auto draft_tokenizer = Tokenizer::from_gguf(draft_model_->gguf());
+    check_vocab_compatible(VocabView::of(*tokenizer_), VocabView::of(*draft_tokenizer));
+    DraftModelOptions draft_options;
+    draft_options.n_ctx = std::min(n_ctx_, draft_model_->config().n_ctx_train);
+    draft_options.n_vocab_target = target_->config().n_vocab;
+    draft_options.tree_nodes = options.tree_nodes;
+    draft_options.tree_width = options.tree_width;
+    draft_options.tree_depth = options.tree_depth;
+    if (options.tree_nodes > 0) draft_options.tree_rule = ChildRule::WithoutReplacement;
+    model_drafter = std::make_unique<DraftModelDrafter>(*draft_model_, draft_options);
+  }
+  switch (method_) {
+    case SpecMethod::None: break;
+    case SpecMethod::Draft: drafter_ = std::move(model_drafter); break;
+    case SpecMethod::Ngram:
+    case SpecMethod::Lookup: drafter_ = make_model_free_drafter(method_, options.model_free, cache); break;
+    case SpecMethod::Hybrid:
+      drafter_ = std::make_unique<HybridDrafter>(make_model_free_drafter(SpecMethod::Lookup, options.model_free, cache),
+                                                 std::move(model_drafter), options.model_free.hybrid);
+      break;
+  }
+  if (drafter_) drafter_->set_p_min(options.spec.draft_p_min);
+  spec_decoder_ = std::make_unique<SpeculativeDecoder>(*target_, drafter_.get(), options.spec, n_ctx_);
+}
+
+Engine::~Engine() = default;
+
+SpeculativeDecoder& Engine::decoder_for(bool speculative) {
+  if (speculative || !drafter_) return *spec_decoder_;
+  if (!plain_decoder_) plain_decoder_ = std::make_unique<SpeculativeDecoder>(*target_, nullptr, options_.spec, n_ctx_);
+  return *plain_decoder_;
+}
+
+void Engine::save_lookup_cache() {
+  if (!lookup_cache_) return;
+  if (auto* confident = dynamic_cast<ConfidentDrafter*>(drafter_.get())) confident->flush_to_cache();
+  if (auto* hybrid = dynamic_cast<HybridDrafter*>(drafter_.get())) hybrid->flush_to_cache();
+  lookup_cache_->save();
+}
+
+}  // namespace specdec

@@ -1,0 +1,179 @@
+// kernels/attention.cpp — scaled dot-product attention of M query rows of one sequence over
+// its KV cache, with grouped-query heads and per-row extra (tree ancestor) slots.
+//
+// Work split: one task per (kv head, tile of up to kRowTile query rows). Within a task the
+// queries of the group's heads for all rows of the tile are gathered into (n_q, head_dim); each
+// cached prefix K/V row is then read once for all of them, and each row's extra slots for that
+// row's heads only. Every query computes its scores, softmax and weighted V sum over its
+// visible keys in logical order (prefix 0..n_prefix-1, then its extras in the given order)
+// with the same per-query inner loops, so neither M, the tiling, the slot numbers nor the
+// thread count change a bit of the result.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/attention_impl.h"
+#include "specdec/cpu.h"
+#include "specdec/error.h"
+#include "specdec/kernels.h"
+#include "specdec/thread_pool.h"
+
+namespace specdec {
+
+namespace attention_detail {
+
+void scores_scalar(const float* q, int n_q, const float* k, int head_dim, float scale,
+                   float* scores, size_t score_stride) {
+  for (int i = 0; i < n_q; ++i) {
+    const float* qi = q + static_cast<size_t>(i) * head_dim;
+    float sum = 0.0f;
+    for (int d = 0; d < head_dim; ++d) sum += qi[d] * k[d];
+    scores[static_cast<size_t>(i) * score_stride] = sum * scale;
+  }
+}
+
+void accumulate_scalar(const float* weights, size_t weight_stride, int n_q, const float* v,
+                       int head_dim, float* out) {
+  for (int i = 0; i < n_q; ++i) {
+    const float w = weights[static_cast<size_t>(i) * weight_stride];
+    float* oi = out + static_cast<size_t>(i) * head_dim;
+    for (int d = 0; d < head_dim; ++d) oi[d] += w * v[d];
+  }
+}
+
+}  // namespace attention_detail
+
+namespace {
+
+constexpr int kRowTile = 8;
+
+struct InnerLoops {
+  decltype(&attention_detail::scores_scalar) scores;
+  decltype(&attention_detail::accumulate_scalar) accumulate;
+};
+
+InnerLoops inner_loops_for(Isa isa) {
+  if (isa >= Isa::Avx2) return {attention_detail::scores_avx2, attention_detail::accumulate_avx2};
+  return {attention_detail::scores_scalar, attention_detail::accumulate_scalar};
+}
+
+void validate(const AttentionShape& shape, const AttentionRows& rows) {
+  SPECDEC_CHECK(shape.n_heads > 0 && shape.n_kv_heads > 0 && shape.head_dim > 0 &&
+                    shape.n_heads % shape.n_kv_heads == 0,
+                "attention: n_heads " + std::to_string(shape.n_heads) + ", n_kv_heads " +
+                    std::to_string(shape.n_kv_heads) + ", head_dim " + std::to_string(shape.head_dim));
+  SPECDEC_CHECK(rows.n_rows >= 0 && rows.n_prefix >= 0, "attention: negative row or prefix count");
+  if (rows.n_rows == 0) return;
+  SPECDEC_CHECK(rows.extra_begin != nullptr && rows.extra_begin[0] == 0, "attention: extra_begin[0] must be 0");
+  for (int i = 0; i < rows.n_rows; ++i) {
+    const int n_extra = rows.extra_begin[i + 1] - rows.extra_begin[i];
+    SPECDEC_CHECK(n_extra >= 0, "attention: extra_begin not increasing at row " + std::to_string(i));
+    SPECDEC_CHECK(rows.n_prefix + n_extra > 0, "attention: row " + std::to_string(i) + " sees no keys");
+  }
+  SPECDEC_CHECK(rows.extra_begin[rows.n_rows] == 0 || rows.extra_slots != nullptr, "attention: extra_slots missing");
+}
+
+// One (kv head, row tile) task.
+void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const InnerLoops& loops,
+                 int kv_head, int row_begin, int row_end, const float* q, const float* k,
+                 const float* v, size_t kv_stride, float* out) {
+  const int head_dim = shape.head_dim;
+  const int group = shape.n_heads / shape.n_kv_heads;
+  const int n_tile_rows = row_end - row_begin;
+  const int n_q = n_tile_rows * group;
+  const size_t q_row_stride = static_cast<size_t>(shape.n_heads) * head_dim;
+  const size_t kv_offset = static_cast<size_t>(kv_head) * head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const int n_prefix = rows.n_prefix;
+
+  int max_extra = 0;
+  for (int r = row_begin; r < row_end; ++r) {
+    max_extra = std::max(max_extra, rows.extra_begin[r + 1] - rows.extra_begin[r]);
+  }
+  const size_t max_visible = static_cast<size_t>(n_prefix) + max_extra;
+
+  thread_local std::vector<float> queries;  // (n_q, head_dim): row-major over (tile row, group head)
+  thread_local std::vector<float> outputs;  // (n_q, head_dim)
+  thread_local std::vector<float> scores;   // (n_q, max_visible)
+  queries.resize(static_cast<size_t>(n_q) * head_dim);
+  outputs.assign(static_cast<size_t>(n_q) * head_dim, 0.0f);
+  scores.resize(static_cast<size_t>(n_q) * max_visible);
+
+  for (int r = 0; r < n_tile_rows; ++r) {
+    const float* src = q + static_cast<size_t>(row_begin + r) * q_row_stride +
+                       static_cast<size_t>(kv_head) * group * head_dim;
+    std::memcpy(queries.data() + static_cast<size_t>(r) * group * head_dim, src,
+                sizeof(float) * group * head_dim);
+  }
+
+  // Scores: the shared prefix for all queries, then each row's extras for its own heads.
+  for (int j = 0; j < n_prefix; ++j) {
+    loops.scores(queries.data(), n_q, k + j * kv_stride + kv_offset, head_dim, scale,
+                 scores.data() + j, max_visible);
+  }
+  for (int r = 0; r < n_tile_rows; ++r) {
+    const int first = rows.extra_begin[row_begin + r], last = rows.extra_begin[row_begin + r + 1];
+    const float* row_queries = queries.data() + static_cast<size_t>(r) * group * head_dim;
+    float* row_scores = scores.data() + static_cast<size_t>(r) * group * max_visible;
+    for (int e = first; e < last; ++e) {
+      const size_t slot = static_cast<size_t>(rows.extra_slots[e]);
+      loops.scores(row_queries, group, k + slot * kv_stride + kv_offset, head_dim, scale,
+                   row_scores + n_prefix + (e - first), max_visible);
+    }
+  }
+  // Softmax of each query over its own visible keys.
+  for (int r = 0; r < n_tile_rows; ++r) {
+    const int n_visible = n_prefix + rows.extra_begin[row_begin + r + 1] - rows.extra_begin[row_begin + r];
+    for (int h = 0; h < group; ++h) {
+      softmax(scores.data() + (static_cast<size_t>(r) * group + h) * max_visible, n_visible);
+    }
+  }
+  // Weighted sum of V in the same logical order.
+  for (int j = 0; j < n_prefix; ++j) {
+    loops.accumulate(scores.data() + j, max_visible, n_q, v + j * kv_stride + kv_offset, head_dim,
+                     outputs.data());
+  }
+  for (int r = 0; r < n_tile_rows; ++r) {
+    const int first = rows.extra_begin[row_begin + r], last = rows.extra_begin[row_begin + r + 1];
+    float* row_outputs = outputs.data() + static_cast<size_t>(r) * group * head_dim;
+    const float* row_scores = scores.data() + static_cast<size_t>(r) * group * max_visible;
+    for (int e = first; e < last; ++e) {
+      const size_t slot = static_cast<size_t>(rows.extra_slots[e]);
+      loops.accumulate(row_scores + n_prefix + (e - first), max_visible, group,
+                       v + slot * kv_stride + kv_offset, head_dim, row_outputs);
+    }
+  }
+  for (int r = 0; r < n_tile_rows; ++r) {
+    float* dst = out + static_cast<size_t>(row_begin + r) * q_row_stride +
+                 static_cast<size_t>(kv_head) * group * head_dim;
+    std::memcpy(dst, outputs.data() + static_cast<size_t>(r) * group * head_dim,
+                sizeof(float) * group * head_dim);
+  }
+}
+
+}  // namespace
+
+void attention(const AttentionShape& shape, const AttentionRows& rows, const float* q,
+               const float* k, const float* v, size_t kv_stride, float* out, ThreadPool* pool) {
+  validate(shape, rows);
+  if (rows.n_rows == 0) return;
+  const InnerLoops loops = inner_loops_for(active_isa());
+  const int n_tiles = (rows.n_rows + kRowTile - 1) / kRowTile;
+  const int n_tasks = n_tiles * shape.n_kv_heads;
+  auto run_task = [&](int task, int /*thread*/) {
+    const int kv_head = task % shape.n_kv_heads;
+    const int tile = task / shape.n_kv_heads;
+    const int row_begin = tile * kRowTile;
+    const int row_end = std::min(rows.n_rows, row_begin + kRowTile);
+    attend_tile(shape, rows, loops, kv_head, row_begin, row_end, q, k, v, kv_stride, out);
+  };
+  if (pool == nullptr || pool->size() <= 1 || n_tasks == 1) {
+    for (int t = 0; t < n_tasks; ++t) run_task(t, 0);
+  } else {
+    pool->parallel_for(n_tasks, run_task);
+  }
+}
+
+}  // namespace specdec

@@ -1,0 +1,140 @@
+// matmul(): argument checks, activation quantization, the split of n_out over threads and the
+// dispatch to the active ISA's kernels (matmul_scalar.cpp, matmul_avx2.cpp, matmul_avx512.cpp).
+// matmul_reference(): dequantize + double-precision dot products, for tests.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul_internal.h"
+#include "specdec/cpu.h"
+#include "specdec/error.h"
+#include "specdec/kernels.h"
+#include "specdec/thread_pool.h"
+
+namespace specdec {
+
+namespace {
+
+using namespace matmul_detail;
+
+// Below this many multiply-adds a call runs on the calling thread (waking workers costs more).
+constexpr int64_t kMinParallelWork = 1 << 18;
+// Thread chunks of n_out are multiples of this many weight rows.
+constexpr int64_t kChunkRows = 16;
+
+struct ActStorage {
+  std::vector<int8_t> values;      // (M, n_pad)
+  std::vector<float> lane_scale;   // (M, n_pad / 4)
+  std::vector<float> sums16;       // (M, n_groups_pad)
+};
+
+struct ScratchStorage {
+  std::vector<int8_t> q;           // (n_pad)
+  std::vector<float> lane_scale;   // (n_pad / 4)
+  std::vector<float> scale16;      // (n_groups_pad)
+  std::vector<float> min16;        // (n_groups_pad)
+  std::vector<float> coef16;       // (n_groups_pad)
+};
+
+template <typename T>
+T* sized(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+// The calling thread's activation buffers for M rows of n_in values.
+QuantizedActs thread_acts(int M, int64_t n_in) {
+  thread_local ActStorage s;
+  QuantizedActs a;
+  a.n_pad = padded_values(n_in);
+  a.n_groups_pad = padded_groups(n_in);
+  a.values = sized(s.values, M * a.n_pad);
+  a.lane_scale = sized(s.lane_scale, M * a.n_pad / 4);
+  a.sums16 = sized(s.sums16, M * a.n_groups_pad);
+  return a;
+}
+
+// The calling thread's scratch for one unpacked weight row of n_in values.
+UnpackedRow thread_scratch(int64_t n_in) {
+  thread_local ScratchStorage s;
+  const int64_t n_pad = padded_values(n_in), n_groups_pad = padded_groups(n_in);
+  UnpackedRow u;
+  u.q = sized(s.q, n_pad);
+  u.lane_scale = sized(s.lane_scale, n_pad / 4);
+  u.scale16 = sized(s.scale16, n_groups_pad);
+  u.min16 = sized(s.min16, n_groups_pad);
+  u.coef16 = sized(s.coef16, n_groups_pad);
+  return u;
+}
+
+void check_weights(const WeightMatrix& w, int M) {
+  if (M < 1) throw Error("matmul: M = " + std::to_string(M) + " activation rows (need >= 1)");
+  if (!dtype_is_weight_type(w.type))
+    throw Error(std::string("matmul: type ") + dtype_name(w.type) + " (" +
+                std::to_string(static_cast<uint32_t>(w.type)) + ") is not a weight type");
+  if (w.n_in <= 0 || w.n_out <= 0)
+    throw Error("matmul: bad weight shape n_in = " + std::to_string(w.n_in) +
+                ", n_out = " + std::to_string(w.n_out));
+  const size_t need = dtype_row_bytes(w.type, w.n_in);  // throws for a partial block
+  if (w.row_bytes < need)
+    throw Error("matmul: row_bytes " + std::to_string(w.row_bytes) + " < " + std::to_string(need) +
+                " needed by a " + dtype_name(w.type) + " row of " + std::to_string(w.n_in));
+  if (w.data == nullptr) throw Error("matmul: weight data is null");
+}
+
+}  // namespace
+
+void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool) {
+  check_weights(w, M);
+  const bool quantized = !is_float_weight(w.type);
+  RangeJob base;
+  base.w = &w;
+  base.x = x;
+  base.M = M;
+  base.y = y;
+  if (quantized) {
+    base.acts = thread_acts(M, w.n_in);
+    quantize_activations(x, M, w.n_in, base.acts);
+  }
+  void (*range_fn)(const RangeJob&) = matmul_range_scalar;
+  switch (active_isa()) {
+    case Isa::Avx512: range_fn = matmul_range_avx512; break;
+    case Isa::Avx2: range_fn = matmul_range_avx2; break;
+    case Isa::Scalar: break;
+  }
+
+  const int64_t work = static_cast<int64_t>(M) * w.n_out * w.n_in;
+  int64_t n_tasks = 1;
+  if (pool != nullptr && pool->size() > 1 && work >= kMinParallelWork) n_tasks = pool->size();
+  const int64_t chunk = round_up((w.n_out + n_tasks - 1) / n_tasks, kChunkRows);
+  n_tasks = (w.n_out + chunk - 1) / chunk;
+
+  auto run_task = [&](int task, int /*thread*/) {
+    RangeJob job = base;
+    job.o_begin = task * chunk;
+    job.o_end = std::min(w.n_out, job.o_begin + chunk);
+    if (quantized) job.scratch = thread_scratch(w.n_in);
+    range_fn(job);
+  };
+  if (n_tasks == 1) {
+    run_task(0, 0);
+  } else {
+    pool->parallel_for(static_cast<int>(n_tasks), run_task);
+  }
+}
+
+void matmul_reference(const WeightMatrix& w, const float* x, int M, float* y) {
+  check_weights(w, M);
+  std::vector<float> row(static_cast<size_t>(w.n_in));  // (n_in) one dequantized weight row
+  for (int64_t o = 0; o < w.n_out; ++o) {
+    dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + o * w.row_bytes, row.data(), w.n_in);
+    for (int r = 0; r < M; ++r) {
+      const float* xr = x + static_cast<int64_t>(r) * w.n_in;
+      double sum = 0.0;
+      for (int64_t i = 0; i < w.n_in; ++i) sum += static_cast<double>(row[i]) * xr[i];
+      y[static_cast<int64_t>(r) * w.n_out + o] = static_cast<float>(sum);
+    }
+  }
+}
+
+}  // namespace specdec

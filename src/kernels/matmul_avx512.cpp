@@ -1,0 +1,190 @@
+// AVX-512 (F, BW, VL, VNNI) path of matmul. Compiled with the AVX-512 flags; reached only
+// through active_isa() == Isa::Avx512. Only raw pointers cross this file's boundary.
+//
+// Per-row operation order (fixed for every M, tile position and thread count):
+//  - float weights: two accumulators of 16 lanes, even 16-value steps into the first, odd ones
+//    into the second (the masked tail goes to the accumulator whose turn it is); y = reduce(a0 + a1).
+//  - quantized weights: per 64 values, dp = vpdpbusd(q + 128, a) (exact int32 per group of 4),
+//    acc = fma(float(dp) * d, scale, acc); then c = sum over groups of 16 of
+//    (min16 - 128 * scale16) * s16 (this also removes the +128 bias); y = reduce(acc) + reduce(c).
+// GCC 12's AVX-512 headers build results from _mm512_undefined_*() and trip -Wuninitialized at
+// -O2 (GCC bug 105593, fixed in GCC 13); the warnings are about the headers, not this code.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+
+#include "kernels/matmul_internal.h"
+
+namespace specdec::matmul_detail {
+
+namespace {
+
+// Local helper: no std:: templates in wide-ISA files (their weak copies could be picked by the linker).
+inline int min_rows(int a, int b) { return a < b ? a : b; }
+
+constexpr int kTileRows = 8;
+
+// Horizontal sum in a fixed order (own code: GCC 12's _mm512_reduce_add_ps warns).
+inline float hsum(__m512 v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <DType T>
+inline __m512 load_w(const uint8_t* row, int64_t i) {
+  if constexpr (T == DType::F32) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (T == DType::F16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+  } else {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  }
+}
+
+template <DType T>
+inline __m512 load_w_masked(const uint8_t* row, int64_t i, __mmask16 m) {
+  if constexpr (T == DType::F32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (T == DType::F16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + 2 * i));
+  } else {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + 2 * i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  }
+}
+
+// y[r][o] for rows r < R of x (x and y point at the tile's first row).
+template <DType T, int R>
+void float_tile(const uint8_t* row, const float* x, int64_t n_in, float* y, int64_t n_out) {
+  __m512 acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n_in; i += 32) {
+    const __m512 w0 = load_w<T>(row, i), w1 = load_w<T>(row, i + 16);
+    for (int r = 0; r < R; ++r) {
+      acc0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + r * n_in + i), acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + r * n_in + i + 16), acc1[r]);
+    }
+  }
+  bool odd = false;
+  if (i + 16 <= n_in) {
+    const __m512 w0 = load_w<T>(row, i);
+    for (int r = 0; r < R; ++r) acc0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + r * n_in + i), acc0[r]);
+    i += 16;
+    odd = true;
+  }
+  if (i < n_in) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n_in - i)) - 1u);
+    const __m512 wt = load_w_masked<T>(row, i, m);
+    for (int r = 0; r < R; ++r) {
+      const __m512 xt = _mm512_maskz_loadu_ps(m, x + r * n_in + i);
+      if (odd) {
+        acc1[r] = _mm512_fmadd_ps(wt, xt, acc1[r]);
+      } else {
+        acc0[r] = _mm512_fmadd_ps(wt, xt, acc0[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r * n_out] = hsum(_mm512_add_ps(acc0[r], acc1[r]));
+}
+
+template <DType T>
+void float_range(const RangeJob& job) {
+  const WeightMatrix& w = *job.w;
+  for (int64_t o = job.o_begin; o < job.o_end; ++o) {
+    const uint8_t* row = static_cast<const uint8_t*>(w.data) + o * w.row_bytes;
+    for (int r0 = 0; r0 < job.M; r0 += kTileRows) {
+      const float* x = job.x + r0 * w.n_in;
+      float* y = job.y + r0 * w.n_out + o;
+      switch (min_rows(kTileRows, job.M - r0)) {
+        case 1: float_tile<T, 1>(row, x, w.n_in, y, w.n_out); break;
+        case 2: float_tile<T, 2>(row, x, w.n_in, y, w.n_out); break;
+        case 3: float_tile<T, 3>(row, x, w.n_in, y, w.n_out); break;
+        case 4: float_tile<T, 4>(row, x, w.n_in, y, w.n_out); break;
+        case 5: float_tile<T, 5>(row, x, w.n_in, y, w.n_out); break;
+        case 6: float_tile<T, 6>(row, x, w.n_in, y, w.n_out); break;
+        case 7: float_tile<T, 7>(row, x, w.n_in, y, w.n_out); break;
+        default: float_tile<T, 8>(row, x, w.n_in, y, w.n_out); break;
+      }
+    }
+  }
+}
+
+// y[r][o] for activation rows r0 .. r0 + R - 1 against one unpacked weight row.
+template <int R>
+void quant_tile(const UnpackedRow& u, const QuantizedActs& acts, int r0, float* y, int64_t n_out) {
+  const int64_t n_pad = acts.n_pad, n_lanes = n_pad / 4, n_groups = acts.n_groups_pad;
+  const int8_t* a = acts.values + r0 * n_pad;              // (R, n_pad)
+  const float* da = acts.lane_scale + r0 * n_lanes;        // (R, n_pad / 4)
+  const float* s16 = acts.sums16 + r0 * n_groups;          // (R, n_groups_pad)
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n_pad; i += 64) {
+    const __m512i wq = _mm512_xor_si512(_mm512_loadu_si512(u.q + i), bias);  // q + 128 as u8
+    const __m512 ws = _mm512_loadu_ps(u.lane_scale + i / 4);
+    for (int r = 0; r < R; ++r) {
+      const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, _mm512_loadu_si512(a + r * n_pad + i));
+      const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(dp), _mm512_loadu_ps(da + r * n_lanes + i / 4));
+      acc[r] = _mm512_fmadd_ps(f, ws, acc[r]);
+    }
+  }
+  __m512 cacc[R];
+  for (int r = 0; r < R; ++r) cacc[r] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < n_groups; g += 16) {
+    const __m512 cf = _mm512_loadu_ps(u.coef16 + g);
+    for (int r = 0; r < R; ++r) cacc[r] = _mm512_fmadd_ps(cf, _mm512_loadu_ps(s16 + r * n_groups + g), cacc[r]);
+  }
+  for (int r = 0; r < R; ++r) y[r * n_out] = hsum(acc[r]) + hsum(cacc[r]);
+}
+
+// coef16 = min16 - 128 * scale16 (the additive terms plus the removal of the +128 weight bias).
+void make_coefficients(const UnpackedRow& u, int64_t n_groups) {
+  const __m512 k128 = _mm512_set1_ps(128.0f);
+  for (int64_t g = 0; g < n_groups; g += 16) {
+    const __m512 c = _mm512_sub_ps(_mm512_loadu_ps(u.min16 + g), _mm512_mul_ps(k128, _mm512_loadu_ps(u.scale16 + g)));
+    _mm512_storeu_ps(u.coef16 + g, c);
+  }
+}
+
+void quant_range(const RangeJob& job) {
+  const WeightMatrix& w = *job.w;
+  for (int rb = 0; rb < job.M; rb += kRowBlock) {
+    const int rb_end = min_rows(job.M, rb + kRowBlock);
+    for (int64_t o = job.o_begin; o < job.o_end; ++o) {
+      unpack_row_scalar(w.type, static_cast<const uint8_t*>(w.data) + o * w.row_bytes, w.n_in, job.scratch);
+      make_coefficients(job.scratch, job.acts.n_groups_pad);
+      for (int r0 = rb; r0 < rb_end; r0 += kTileRows) {
+        float* y = job.y + r0 * w.n_out + o;
+        switch (min_rows(kTileRows, rb_end - r0)) {
+          case 1: quant_tile<1>(job.scratch, job.acts, r0, y, w.n_out); break;
+          case 2: quant_tile<2>(job.scratch, job.acts, r0, y, w.n_out); break;
+          case 3: quant_tile<3>(job.scratch, job.acts, r0, y, w.n_out); break;
+          case 4: quant_tile<4>(job.scratch, job.acts, r0, y, w.n_out); break;
+          case 5: quant_tile<5>(job.scratch, job.acts, r0, y, w.n_out); break;
+          case 6: quant_tile<6>(job.scratch, job.acts, r0, y, w.n_out); break;
+          case 7: quant_tile<7>(job.scratch, job.acts, r0, y, w.n_out); break;
+          default: quant_tile<8>(job.scratch, job.acts, r0, y, w.n_out); break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_range_avx512(const RangeJob& job) {
+  switch (job.w->type) {
+    case DType::F32: float_range<DType::F32>(job); break;
+    case DType::F16: float_range<DType::F16>(job); break;
+    case DType::BF16: float_range<DType::BF16>(job); break;
+    default: quant_range(job); break;
+  }
+}
+
+}  // namespace specdec::matmul_detail

@@ -1,0 +1,84 @@
+// kernels/matmul_internal.h — the pieces behind matmul() (internal to the kernels layer).
+//
+// Two families of weight types:
+//  - float weights (F32, F16, BF16): each weight value is converted to f32 and multiplied with
+//    the f32 activations (one FMA chain per activation row, fixed order per ISA).
+//  - quantized weights: every weight row is first decoded ("unpacked", once per matmul call and
+//    M-block, shared by all activation rows) into signed 8-bit values q and scales so that
+//        w[i] = scale16[i / 16] * q[i] + min16[i / 16]
+//    and each activation row is quantized to 8 bits in blocks of 32 (x[i] ~= d_blk * a[i]).
+//    Then  dot(w, x) ~= sum_lanes scale * d * (sum of 4 products q*a)  +  sum_g min16[g] * s16[g]
+//    with s16[g] = d * (sum of a over the 16 values of group g). Integer dot products of 4 values
+//    are exact; the float accumulation order is fixed per ISA and never depends on M.
+//
+// The per-ISA translation units (matmul_avx2.cpp, matmul_avx512.cpp) only see raw pointers
+// (no std containers), so no inline library code compiled with wide-ISA flags can leak into
+// the baseline build through the linker's choice of a weak symbol.
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/kernels.h"
+
+namespace specdec::matmul_detail {
+
+// Quantized rows are padded with zeros to a multiple of kPadValues values; the zero padding
+// adds exact zeros to every sum, so results equal those of the unpadded row.
+constexpr int64_t kPadValues = 64;
+// Activation rows are processed in blocks of at most this many rows per weight pass (a block's
+// 8-bit activations stay cache-resident while each weight row is applied to all of them).
+constexpr int kRowBlock = 64;
+
+constexpr int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+constexpr int64_t padded_values(int64_t n_in) { return round_up(n_in, kPadValues); }
+// Groups of 16 values per row, padded to a multiple of 16 groups (one AVX-512 register).
+constexpr int64_t padded_groups(int64_t n_in) { return round_up(padded_values(n_in) / 16, 16); }
+
+// M activation rows quantized to 8 bits in blocks of 32 (matmul_activations.cpp).
+struct QuantizedActs {
+  int64_t n_pad = 0;          // padded_values(n_in)
+  int64_t n_groups_pad = 0;   // padded_groups(n_in)
+  int8_t* values = nullptr;   // (M, n_pad) a = round(x / d), |a| <= 127, zero padding
+  float* lane_scale = nullptr;  // (M, n_pad / 4) d of the block holding each group of 4 values
+  float* sums16 = nullptr;    // (M, n_groups_pad) d * sum(a) over each group of 16 values
+};
+
+// Requires: x (M, n_in) row-major, n_in a multiple of 32, out's arrays sized for M rows.
+// Guarantees: each row's output depends only on that row (round half away from zero, scale
+// d = max|x| / 127 per block of 32; a block with a non-finite value gets d = NaN so the
+// matmul result is NaN). Cost: O(M * n_in), scalar.
+void quantize_activations(const float* x, int M, int64_t n_in, const QuantizedActs& out);
+
+// One weight row decoded for the integer kernels (scratch owned by the calling thread).
+struct UnpackedRow {
+  int8_t* q = nullptr;           // (n_pad) signed 8-bit weight values, zero padding
+  float* lane_scale = nullptr;   // (n_pad / 4) scale of each group of 4 values
+  float* scale16 = nullptr;      // (n_groups_pad) scale of each group of 16 values
+  float* min16 = nullptr;        // (n_groups_pad) additive term of each group of 16 values
+  float* coef16 = nullptr;       // (n_groups_pad) scratch for the ISA kernels
+};
+
+// Decodes one weight row of a quantized type (not F32/F16/BF16) into `out`, zero-filling the
+// padding. Returns true when some min16 is non-zero (types with an additive term).
+// Cost: O(n_in) scalar.
+bool unpack_row_scalar(DType type, const void* row, int64_t n_in, const UnpackedRow& out);
+
+// Everything one thread needs to compute outputs [o_begin, o_end) of all M rows.
+struct RangeJob {
+  const WeightMatrix* w = nullptr;
+  const float* x = nullptr;      // (M, n_in) for float weights
+  int M = 0;
+  float* y = nullptr;            // (M, n_out)
+  QuantizedActs acts;            // for quantized weights
+  UnpackedRow scratch;           // this thread's scratch (quantized weights)
+  int64_t o_begin = 0, o_end = 0;
+};
+
+bool is_float_weight(DType type);
+
+// Per-ISA implementations; each computes y[r][o] for all r < M and o in [o_begin, o_end).
+void matmul_range_scalar(const RangeJob& job);
+void matmul_range_avx2(const RangeJob& job);
+void matmul_range_avx512(const RangeJob& job);
+
+}  // namespace specdec::matmul_detail

@@ -1,0 +1,42 @@
+// kernels/rope.cpp — rotary position embedding, Norm (Llama) and NEOX (Qwen2/GPT-NeoX) layouts.
+//
+// The angles are computed in double from the position alone (no running product), then
+// rounded to float cos/sin, so a row's result depends only on (x, pos, params).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "specdec/error.h"
+#include "specdec/kernels.h"
+
+namespace specdec {
+
+void rope(float* x, int n_heads, int head_dim, int pos, const RopeParams& p) {
+  SPECDEC_CHECK(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= head_dim,
+                "rope: n_rot " + std::to_string(p.n_rot) + " for head_dim " + std::to_string(head_dim));
+  const int n_pairs = p.n_rot / 2;
+  thread_local std::vector<float> cos_sin;  // (n_pairs, 2)
+  cos_sin.resize(static_cast<size_t>(n_pairs) * 2);
+  for (int i = 0; i < n_pairs; ++i) {
+    // theta_i = pos * freq_scale * base^(-2i / n_rot) / factor_i
+    double theta = static_cast<double>(pos) * static_cast<double>(p.freq_scale) *
+                   std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
+    if (p.freq_factors) theta /= static_cast<double>(p.freq_factors[i]);
+    cos_sin[2 * i] = static_cast<float>(std::cos(theta));
+    cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
+  }
+  // NORM pairs (2i, 2i+1); NEOX pairs (i, i + n_rot/2).
+  const int stride_in_pair = p.layout == RopeLayout::Norm ? 1 : n_pairs;
+  for (int h = 0; h < n_heads; ++h) {
+    float* head = x + static_cast<size_t>(h) * head_dim;
+    for (int i = 0; i < n_pairs; ++i) {
+      const int i0 = p.layout == RopeLayout::Norm ? 2 * i : i;
+      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+      const float x0 = head[i0], x1 = head[i0 + stride_in_pair];
+      head[i0] = x0 * c - x1 * s;
+      head[i0 + stride_in_pair] = x0 * s + x1 * c;
+    }
+  }
+}
+
+}  // namespace specdec

@@ -1,0 +1,45 @@
+// kernels/rowops.cpp — elementwise and per-row kernels (scalar, fixed order).
+//
+// These run once per row per layer and cost O(n) next to the O(n^2) matmuls, so they stay
+// scalar: one code path on every ISA, so their bits never depend on the dispatch target.
+// Reductions (rmsnorm's sum of squares, softmax's sum) accumulate in double in index order,
+// like ggml, and round once.
+#include <cmath>
+
+#include "specdec/kernels.h"
+
+namespace specdec {
+
+void rmsnorm(const float* x, const float* weight, int n, float eps, float* y) {
+  double sum_sq = 0.0;
+  for (int i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum_sq / n);
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int i = 0; i < n; ++i) y[i] = (x[i] * scale) * weight[i];
+}
+
+void softmax(float* x, int n) {
+  if (n <= 0) return;
+  float max_value = x[0];
+  for (int i = 1; i < n; ++i) max_value = std::fmax(max_value, x[i]);
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max_value);
+    sum += static_cast<double>(x[i]);
+  }
+  const float inv_sum = static_cast<float>(1.0 / sum);
+  for (int i = 0; i < n; ++i) x[i] *= inv_sum;
+}
+
+void swiglu(const float* gate, const float* up, int n, float* out) {
+  for (int i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = (g / (1.0f + std::exp(-g))) * up[i];
+  }
+}
+
+void add_inplace(float* y, const float* x, int n) {
+  for (int i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace specdec

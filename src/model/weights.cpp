@@ -1,0 +1,123 @@
+// model/weights.cpp — locating and validating the tensors of a Llama/Qwen2 GGUF.
+#include "model/weights.h"
+
+#include <cstring>
+#include <string>
+
+#include "specdec/error.h"
+#include "specdec/gguf.h"
+
+namespace specdec {
+
+namespace {
+
+std::string dims_string(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+const GgufTensorInfo& require_tensor(const GgufFile& gguf, const std::string& name,
+                                     const std::vector<int64_t>& expected_dims) {
+  const GgufTensorInfo* t = gguf.find_tensor(name);
+  if (t == nullptr) throw Error(gguf.path() + ": missing tensor '" + name + "'");
+  // GGUF writers may keep trailing 1-sized dimensions; ignore them.
+  std::vector<int64_t> dims = t->dims;
+  while (dims.size() > expected_dims.size() && dims.back() == 1) dims.pop_back();
+  if (dims != expected_dims) {
+    throw Error(gguf.path() + ": tensor '" + name + "' has shape " + dims_string(t->dims) +
+                ", expected " + dims_string(expected_dims));
+  }
+  return *t;
+}
+
+// A (n_out, n_in) matrix; GGUF dims {n_in, n_out}.
+WeightMatrix matrix(const GgufFile& gguf, const std::string& name, int64_t n_in, int64_t n_out) {
+  const GgufTensorInfo& t = require_tensor(gguf, name, {n_in, n_out});
+  if (!dtype_is_weight_type(t.type)) {
+    throw Error(gguf.path() + ": tensor '" + name + "' has type " + dtype_name(t.type) +
+                ", which is not supported as a weight");
+  }
+  WeightMatrix w;
+  w.type = t.type;
+  w.data = t.data;
+  w.n_in = n_in;
+  w.n_out = n_out;
+  w.row_bytes = dtype_row_bytes(t.type, n_in);  // Error when n_in is not a multiple of the block
+  return w;
+}
+
+// A 1-D tensor of n values converted to F32.
+std::vector<float> vector_f32(const GgufFile& gguf, const std::string& name, int64_t n) {
+  const GgufTensorInfo& t = require_tensor(gguf, name, {n});
+  std::vector<float> out(static_cast<size_t>(n));  // (n)
+  if (t.type == DType::F32) {
+    std::memcpy(out.data(), t.data, sizeof(float) * out.size());
+  } else if (t.type == DType::F16 || t.type == DType::BF16) {
+    dequantize_row(t.type, t.data, out.data(), n);
+  } else {
+    throw Error(gguf.path() + ": tensor '" + name + "' has type " + dtype_name(t.type) +
+                ", expected F32, F16 or BF16");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Transformer::Weights> Transformer::Weights::load(const GgufFile& gguf,
+                                                                 const ModelConfig& c) {
+  auto w = std::make_unique<Weights>();
+  w->token_embd = matrix(gguf, "token_embd.weight", c.n_embd, c.n_vocab);
+  w->output_norm = vector_f32(gguf, "output_norm.weight", c.n_embd);
+  w->output = c.tied_output ? w->token_embd : matrix(gguf, "output.weight", c.n_embd, c.n_vocab);
+  if (gguf.find_tensor("rope_freqs.weight") != nullptr) {
+    w->rope_freqs = vector_f32(gguf, "rope_freqs.weight", c.rope.n_rot / 2);
+    for (size_t i = 0; i < w->rope_freqs.size(); ++i) {
+      if (!(w->rope_freqs[i] > 0.0f)) {
+        throw Error(gguf.path() + ": rope_freqs.weight[" + std::to_string(i) + "] = " +
+                    std::to_string(w->rope_freqs[i]) + " must be positive");
+      }
+    }
+  }
+  w->layers.resize(static_cast<size_t>(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights& lw = w->layers[static_cast<size_t>(l)];
+    const std::string p = "blk." + std::to_string(l) + ".";
+    lw.attn_norm = vector_f32(gguf, p + "attn_norm.weight", c.n_embd);
+    lw.wq = matrix(gguf, p + "attn_q.weight", c.n_embd, c.q_dim());
+    lw.wk = matrix(gguf, p + "attn_k.weight", c.n_embd, c.kv_dim());
+    lw.wv = matrix(gguf, p + "attn_v.weight", c.n_embd, c.kv_dim());
+    lw.wo = matrix(gguf, p + "attn_output.weight", c.q_dim(), c.n_embd);
+    if (c.qkv_bias) {
+      lw.bq = vector_f32(gguf, p + "attn_q.bias", c.q_dim());
+      lw.bk = vector_f32(gguf, p + "attn_k.bias", c.kv_dim());
+      lw.bv = vector_f32(gguf, p + "attn_v.bias", c.kv_dim());
+    }
+    lw.ffn_norm = vector_f32(gguf, p + "ffn_norm.weight", c.n_embd);
+    lw.w_gate = matrix(gguf, p + "ffn_gate.weight", c.n_embd, c.n_ff);
+    lw.w_up = matrix(gguf, p + "ffn_up.weight", c.n_embd, c.n_ff);
+    lw.w_down = matrix(gguf, p + "ffn_down.weight", c.n_ff, c.n_embd);
+  }
+  return w;
+}
+
+size_t Transformer::Weights::streamed_bytes() const {
+  auto bytes = [](const WeightMatrix& m) { return m.row_bytes * static_cast<size_t>(m.n_out); };
+  size_t total = bytes(output) + token_embd.row_bytes;
+  for (const LayerWeights& lw : layers) {
+    total += bytes(lw.wq) + bytes(lw.wk) + bytes(lw.wv) + bytes(lw.wo) + bytes(lw.w_gate) +
+             bytes(lw.w_up) + bytes(lw.w_down);
+  }
+  return total;
+}
+
+void Transformer::Weights::embed(Token token, float* dst) const {
+  const auto* row = static_cast<const uint8_t*>(token_embd.data) + static_cast<size_t>(token) * token_embd.row_bytes;
+  if (token_embd.type == DType::F32) {
+    std::memcpy(dst, row, sizeof(float) * static_cast<size_t>(token_embd.n_in));
+  } else {
+    dequantize_row(token_embd.type, row, dst, token_embd.n_in);
+  }
+}
+
+}  // namespace specdec

@@ -1,0 +1,38 @@
+// model/weights.h — the model's tensors as typed views into the mapped GGUF (internal).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "specdec/kernels.h"
+#include "specdec/model.h"
+
+namespace specdec {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;   // (n_embd)
+  WeightMatrix wq, wk, wv, wo;    // (q_dim, n_embd), (kv_dim, n_embd) x2, (n_embd, q_dim)
+  std::vector<float> bq, bk, bv;  // (q_dim), (kv_dim), (kv_dim); empty without qkv_bias
+  std::vector<float> ffn_norm;    // (n_embd)
+  WeightMatrix w_gate, w_up;      // (n_ff, n_embd)
+  WeightMatrix w_down;            // (n_embd, n_ff)
+};
+
+struct Transformer::Weights {
+  WeightMatrix token_embd;          // (n_vocab, n_embd), any weight type
+  std::vector<float> output_norm;   // (n_embd)
+  WeightMatrix output;              // (n_vocab, n_embd); = token_embd when tied
+  std::vector<float> rope_freqs;    // (n_rot / 2) Llama-3.1 frequency factors, or empty
+  std::vector<LayerWeights> layers; // (n_layers)
+
+  // Finds every tensor the config needs and checks its type and shape; 1-D tensors (norms,
+  // biases, rope factors) are converted to owned F32. Error names the tensor and the problem.
+  static std::unique_ptr<Weights> load(const GgufFile& gguf, const ModelConfig& config);
+  // Bytes of all matrices one forward streams (output once, plus one embedding row).
+  size_t streamed_bytes() const;
+  // dst (n_embd) = row `token` of token_embd, dequantized.
+  void embed(Token token, float* dst) const;
+};
+
+}  // namespace specdec

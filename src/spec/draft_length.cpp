@@ -1,0 +1,143 @@
+// spec/draft_length.cpp — see draft_length.h.
+#include "spec/draft_length.h"
+
+#include <algorithm>
+#include <string>
+
+#include "specdec/error.h"
+
+namespace specdec {
+
+DraftLengthController::DraftLengthController(int max_positions, int max_rows)
+    : tried_(static_cast<size_t>(max_positions) + 1, 0.0),
+      accepted_(static_cast<size_t>(max_positions) + 1, 0.0),
+      t_rows_(static_cast<size_t>(max_rows) + 1, 0.0),
+      n_obs_(static_cast<size_t>(max_rows) + 1, 0) {
+  SPECDEC_CHECK(max_positions >= 1 && max_rows >= 2, "DraftLengthController: bad sizes");
+}
+
+void DraftLengthController::observe_acceptance(int n_drafted, int n_accepted) {
+  SPECDEC_CHECK(n_accepted >= 0 && n_accepted <= n_drafted,
+                "observe_acceptance: " + std::to_string(n_accepted) + " of " + std::to_string(n_drafted));
+  if (n_drafted == 0) return;
+  const int last = std::min(n_accepted + (n_accepted < n_drafted ? 1 : 0), static_cast<int>(tried_.size()) - 1);
+  for (int k = 1; k <= last; ++k) {
+    tried_[static_cast<size_t>(k)] = tried_[static_cast<size_t>(k)] * kDecay + 1.0;
+    accepted_[static_cast<size_t>(k)] = accepted_[static_cast<size_t>(k)] * kDecay + (k <= n_accepted ? 1.0 : 0.0);
+  }
+}
+
+void DraftLengthController::observe_verify(int n_rows, double seconds) {
+  if (n_rows < 1 || static_cast<size_t>(n_rows) >= t_rows_.size() || !(seconds > 0.0)) return;
+  double& t = t_rows_[static_cast<size_t>(n_rows)];
+  long& n = n_obs_[static_cast<size_t>(n_rows)];
+  // A plain average for the first observations, then an exponential moving average.
+  const double weight = std::max(1.0 - kDecay, 1.0 / static_cast<double>(n + 1));
+  t = n == 0 ? seconds : t + weight * (seconds - t);
+  ++n;
+  refit();
+}
+
+void DraftLengthController::observe_draft(int n_tokens, double seconds) {
+  if (!(seconds >= 0.0)) return;
+  const double per_token = seconds / std::max(1, n_tokens);
+  draft_token_seconds_ = has_draft_timing_ ? draft_token_seconds_ + 0.1 * (per_token - draft_token_seconds_)
+                                           : per_token;
+  has_draft_timing_ = true;
+}
+
+void DraftLengthController::refit() {
+  // Least squares t = a + b * M over measured row counts, each weighted by min(count, 20).
+  double sw = 0, sm = 0, st = 0, smm = 0, smt = 0;
+  int n_distinct = 0;
+  for (size_t m = 1; m < t_rows_.size(); ++m) {
+    if (n_obs_[m] == 0) continue;
+    const double w = static_cast<double>(std::min<long>(n_obs_[m], 20));
+    const double x = static_cast<double>(m);
+    sw += w;
+    sm += w * x;
+    st += w * t_rows_[m];
+    smm += w * x * x;
+    smt += w * x * t_rows_[m];
+    ++n_distinct;
+  }
+  if (n_distinct == 0) {
+    fit_valid_ = false;
+    return;
+  }
+  const double denom = sw * smm - sm * sm;
+  if (n_distinct == 1 || denom <= 0.0) {
+    fit_a_ = st / sw;  // flat: the only measured count
+    fit_b_ = 0.0;
+  } else {
+    fit_b_ = std::max(0.0, (sw * smt - sm * st) / denom);
+    fit_a_ = (st - fit_b_ * sm) / sw;
+  }
+  fit_valid_ = true;
+}
+
+double DraftLengthController::row_seconds(int n_rows) const {
+  if (n_rows >= 1 && static_cast<size_t>(n_rows) < t_rows_.size() && n_obs_[static_cast<size_t>(n_rows)] > 0) {
+    return t_rows_[static_cast<size_t>(n_rows)];
+  }
+  if (!fit_valid_) return 0.0;
+  return std::max(1e-12, fit_a_ + fit_b_ * n_rows);
+}
+
+double DraftLengthController::single_row_seconds() const { return row_seconds(1); }
+
+double DraftLengthController::verify_cost(int n_rows) const {
+  const double t1 = row_seconds(1);
+  if (!(t1 > 0.0)) return 1.0;
+  return row_seconds(n_rows) / t1;
+}
+
+double DraftLengthController::c_draft() const {
+  const double t1 = row_seconds(1);
+  if (!has_draft_timing_ || !(t1 > 0.0)) return 0.0;
+  return draft_token_seconds_ / t1;
+}
+
+double DraftLengthController::alpha(int position) const {
+  SPECDEC_CHECK(position >= 1, "alpha: position " + std::to_string(position));
+  constexpr double kPriorWeight = 2.0;
+  double estimate = 0.5;
+  const int last = std::min(position, static_cast<int>(tried_.size()) - 1);
+  for (int k = 1; k <= last; ++k) {
+    estimate = (accepted_[static_cast<size_t>(k)] + kPriorWeight * estimate) / (tried_[static_cast<size_t>(k)] + kPriorWeight);
+  }
+  return estimate;
+}
+
+double DraftLengthController::expected_tokens(int k) const {
+  double total = 1.0, run = 1.0;
+  for (int i = 1; i <= k; ++i) {
+    run *= alpha(i);
+    total += run;
+  }
+  return total;
+}
+
+int DraftLengthController::choose(int k_min, int k_max) const {
+  SPECDEC_CHECK(0 <= k_min && k_min <= k_max,
+                "choose: k_min " + std::to_string(k_min) + " k_max " + std::to_string(k_max));
+  const double c = c_draft();
+  int best_k = k_min;
+  double best_rate = -1.0;
+  double expected = 1.0, run = 1.0;
+  for (int k = 0; k <= k_max; ++k) {
+    if (k > 0) {
+      run *= alpha(k);
+      expected += run;
+    }
+    if (k < k_min) continue;
+    const double rate = expected / (k * c + verify_cost(k + 1));
+    if (rate > best_rate * (1.0 + 1e-12)) {
+      best_rate = rate;
+      best_k = k;
+    }
+  }
+  return best_k;
+}
+
+}  // namespace specdec

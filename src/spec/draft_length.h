@@ -1,0 +1,64 @@
+// spec/draft_length.h — the adaptive draft length (issue 3): online estimates of the per-position
+// acceptance rates alpha_k and of the two measured costs, and the K that maximises expected
+// tokens per unit of time:
+//
+//   E[tokens](K) = 1 + sum_{k=1..K} alpha_1 * ... * alpha_k
+//   cost(K)      = K * c_draft + verify_cost(K + 1)          (in target single-row steps)
+//   K*           = argmax_{K in [k_min, k_max]} E[tokens](K) / cost(K)
+//
+// c_draft = time of one draft token / time of a 1-row target forward; verify_cost(M) = time of
+// an M-row target forward / time of a 1-row forward. Both come from measurements (exponential
+// moving averages), never from assumptions; until they exist the costs read as c_draft = 0 and
+// verify_cost = 1 (optimistic, so the first steps draft the maximum and measure).
+#pragma once
+
+#include <vector>
+
+namespace specdec {
+
+class DraftLengthController {
+ public:
+  // max_positions: acceptance is tracked for draft positions 1..max_positions; max_rows: verify
+  // timings for forwards of 1..max_rows rows (larger forwards are not recorded).
+  explicit DraftLengthController(int max_positions = 64, int max_rows = 256);
+
+  // One verified chain: positions 1..n_accepted were accepted and, when n_accepted < n_drafted,
+  // position n_accepted + 1 was rejected. Positions past it carry no information.
+  void observe_acceptance(int n_drafted, int n_accepted);
+  // A target forward over n_rows rows took `seconds`.
+  void observe_verify(int n_rows, double seconds);
+  // The drafter spent `seconds` proposing n_tokens tokens (n_tokens 0 counts as 1).
+  void observe_draft(int n_tokens, double seconds);
+
+  // Estimated P(position k accepted | positions < k accepted), k >= 1. Smoothed toward the
+  // previous position's estimate (and 0.5 for k = 1) with a weight of two observations.
+  double alpha(int position) const;
+  double expected_tokens(int k) const;
+  double c_draft() const;
+  // t(n_rows) / t(1): measured EMAs where present, otherwise a least-squares line through the
+  // measured row counts (flat when only one count was measured), 1 when nothing is known.
+  double verify_cost(int n_rows) const;
+  // Seconds of a 1-row target forward (measured, or from the line), 0 when unknown.
+  double single_row_seconds() const;
+  bool has_single_row_measurement() const { return n_obs_[1] > 0; }
+
+  // The K in [k_min, k_max] maximising E[tokens](K) / cost(K) (ties: the smaller K).
+  // Requires 0 <= k_min <= k_max. Cost: O(k_max).
+  int choose(int k_min, int k_max) const;
+
+ private:
+  double row_seconds(int n_rows) const;  // measured or fitted t(n_rows); 0 when unknown
+  void refit();
+
+  static constexpr double kDecay = 0.98;  // weight of the past in every moving average
+  std::vector<double> tried_;     // (max_positions + 1) decayed counts of steps reaching position k
+  std::vector<double> accepted_;  // (max_positions + 1) decayed counts of acceptances at k
+  std::vector<double> t_rows_;    // (max_rows + 1) EMA seconds of an n-row forward
+  std::vector<long> n_obs_;       // (max_rows + 1) observations of each row count
+  double fit_a_ = 0.0, fit_b_ = 0.0;  // t(M) ~ fit_a_ + fit_b_ * M
+  bool fit_valid_ = false;
+  double draft_token_seconds_ = 0.0;  // EMA seconds per draft token
+  bool has_draft_timing_ = false;
+};
+
+}  // namespace specdec

@@ -1,0 +1,246 @@
+// spec/speculative.cpp — the speculative decode loop (see speculative.h).
+#include "specdec/speculative.h"
+
+#include <algorithm>
+#include <string>
+
+#include "spec/draft_length.h"
+#include "specdec/error.h"
+#include "specdec/timer.h"
+
+namespace specdec {
+
+namespace {
+
+constexpr int kPrefillChunk = 256;    // rows per prefill forward (bounds scratch memory)
+constexpr int kMaxTimedRows = 512;    // verify forwards larger than this are not timed per size
+
+size_t common_prefix(std::span<const Token> a, std::span<const Token> b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+}  // namespace
+
+std::vector<double> SpecStats::acceptance_by_position() const {
+  std::vector<double> out(drafted_by_pos.size(), 0.0);
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (drafted_by_pos[k] > 0) out[k] = double(accepted_by_pos[k]) / double(drafted_by_pos[k]);
+  }
+  return out;
+}
+
+SpeculativeDecoder::SpeculativeDecoder(Transformer& target, Drafter* drafter, const SpecConfig& config, int n_ctx)
+    : target_(target),
+      drafter_(drafter),
+      config_(config),
+      cache_(target.new_cache(n_ctx)),
+      controller_(std::make_unique<DraftLengthController>(64, kMaxTimedRows)),
+      verify_rows_count_(kMaxTimedRows + 1, 0) {
+  if (config_.draft_max < 0) throw Error("draft_max " + std::to_string(config_.draft_max) + " must be >= 0");
+  if (config_.draft_min < 0 || config_.draft_min > config_.draft_max) {
+    throw Error("draft_min " + std::to_string(config_.draft_min) + " must be in [0, draft_max = " +
+                std::to_string(config_.draft_max) + "]");
+  }
+  if (!(config_.lenience > 0.0f && config_.lenience <= 1.0f)) {
+    throw Error("lenience " + std::to_string(config_.lenience) + " must be in (0, 1]");
+  }
+  if (!(config_.draft_p_min >= 0.0f && config_.draft_p_min <= 1.0f)) {
+    throw Error("draft_p_min " + std::to_string(config_.draft_p_min) + " must be in [0, 1]");
+  }
+  if (drafter_) drafter_->set_p_min(config_.draft_p_min);
+  stats_.lossy = config_.lenience < 1.0f;
+}
+
+SpeculativeDecoder::~SpeculativeDecoder() = default;
+
+void SpeculativeDecoder::begin(std::span<const Token> prompt, const SamplingParams& sampling) {
+  if (prompt.empty()) throw Error("begin: empty prompt (at least one token, e.g. BOS, is needed)");
+  if (static_cast<int>(prompt.size()) > n_ctx()) {
+    throw Error("prompt of " + std::to_string(prompt.size()) + " tokens is longer than the context length " +
+                std::to_string(n_ctx()));
+  }
+  const double t0 = now_seconds();
+  sampling_ = sampling;
+  rng_ = Rng(sampling.seed);
+  steps_since_probe_ = 0;
+  // Keep the cached prefix shared with the previous sequence (bit-identical by batch invariance).
+  const size_t n_keep = std::min({common_prefix(tokens_, prompt), static_cast<size_t>(cache_.size()), prompt.size() - 1});
+  cache_.truncate(static_cast<int>(n_keep));
+  tokens_.assign(prompt.begin(), prompt.end());
+  KvCache* caches[] = {&cache_};
+  for (size_t start = n_keep; start + 1 < prompt.size(); start += kPrefillChunk) {
+    const size_t end = std::min(prompt.size() - 1, start + kPrefillChunk);
+    batch_.clear();
+    for (size_t i = start; i < end; ++i) {
+      batch_.add(prompt[i], static_cast<int32_t>(i), i == start ? -1 : static_cast<int32_t>(i - start - 1), 0, false);
+    }
+    target_.forward(batch_, caches, logits_);
+  }
+  stats_.n_prefill_tokens += static_cast<int64_t>(prompt.size() - 1 - n_keep);
+  if (drafter_) drafter_->begin(prompt);
+  stats_.prefill_seconds += now_seconds() - t0;
+}
+
+int SpeculativeDecoder::choose_k(int n_max_new) {
+  const int n = static_cast<int>(tokens_.size());
+  // K + 1 emitted tokens must fit in the context and in n_max_new.
+  const int k_cap = std::min(n_ctx() - n - 1, n_max_new - 1);
+  if (!drafter_ || k_cap <= 0) return 0;
+  int k = config_.draft_max;
+  if (config_.adaptive) {
+    if (!controller_->has_single_row_measurement() || steps_since_probe_ >= config_.probe_interval) {
+      steps_since_probe_ = 0;
+      return 0;  // a plain step measures the 1-row forward time
+    }
+    k = controller_->choose(config_.draft_min, config_.draft_max);
+  }
+  return std::min(k, k_cap);
+}
+
+SparseDist SpeculativeDecoder::target_row(const Logits& logits, int row, std::span<const Token> path) const {
+  // Penalty history: the committed tokens (the tail the penalties look at) + the draft path.
+  size_t n_tail = tokens_.size();
+  if (sampling_.repeat_last_n >= 0) n_tail = std::min(n_tail, static_cast<size_t>(sampling_.repeat_last_n));
+  std::vector<Token> history(tokens_.end() - static_cast<std::ptrdiff_t>(n_tail), tokens_.end());
+  history.insert(history.end(), path.begin(), path.end());
+  return make_distribution(std::span<const float>(logits.row(row), static_cast<size_t>(logits.n_vocab)), sampling_,
+                           history);
+}
+
+std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
+  if (n_max_new < 1) throw Error("step: n_max_new " + std::to_string(n_max_new) + " must be >= 1");
+  if (tokens_.empty()) throw Error("step before begin()");
+  const int n = static_cast<int>(tokens_.size());
+  if (n >= n_ctx()) throw Error("context full: " + std::to_string(n) + " tokens of " + std::to_string(n_ctx()));
+  SPECDEC_CHECK(cache_.size() == n - 1, "target cache holds " + std::to_string(cache_.size()) + " of " +
+                                            std::to_string(n - 1) + " committed tokens");
+  const double t_step = now_seconds();
+  ++steps_since_probe_;
+
+  // 1. Draft.
+  Draft draft;
+  const int k = choose_k(n_max_new);
+  if (k > 0) {
+    const double t_draft = drafter_->draft_seconds();
+    draft = drafter_->propose(tokens_, k, sampling_);
+    controller_->observe_draft(draft.size(), drafter_->draft_seconds() - t_draft);
+    validate_draft(draft);
+    if (draft.size() > k) {
+      throw Error("drafter " + drafter_->name() + " proposed " + std::to_string(draft.size()) + " nodes, more than " +
+                  std::to_string(k));
+    }
+    for (Token t : draft.tokens) {
+      if (t >= target_.config().n_vocab) {
+        throw Error("drafter " + drafter_->name() + " proposed token id " + std::to_string(t) +
+                    " outside the target vocabulary of " + std::to_string(target_.config().n_vocab));
+      }
+    }
+  }
+  const std::vector<int32_t> depth = node_depths(draft);  // (n_nodes)
+
+  // 2. One target forward over [last, nodes...] (a chain or the tree).
+  batch_.clear();
+  batch_.add(tokens_.back(), n - 1, -1, 0, true);
+  for (int i = 0; i < draft.size(); ++i) {
+    batch_.add(draft.tokens[static_cast<size_t>(i)], n - 1 + depth[static_cast<size_t>(i)],
+               draft.parent[static_cast<size_t>(i)] + 1, 0, true);
+  }
+  KvCache* caches[] = {&cache_};
+  const double t_forward = now_seconds();
+  target_.forward(batch_, caches, logits_);
+  const double forward_seconds = now_seconds() - t_forward;
+  const int n_rows = batch_.size();
+  controller_->observe_verify(n_rows, forward_seconds);
+  ++stats_.n_target_passes;
+  if (draft.size() > 0 && n_rows <= kMaxTimedRows) ++verify_rows_count_[static_cast<size_t>(n_rows)];
+
+  // 3. Acceptance (target rows computed lazily, penalties see the path as history).
+  const TargetRow rows = [&](int row) {
+    return target_row(logits_, row, row == 0 ? std::vector<Token>{} : path_tokens(draft, row - 1));
+  };
+  Verdict verdict;
+  if (sampling_.greedy()) {
+    verdict = accept_greedy(draft, rows);
+  } else {
+    AcceptOptions options;
+    options.lenience = config_.lenience;
+    options.bug = config_.bug;
+    verdict = accept_sampling(draft, rows, rng_, options);
+  }
+  const int n_accepted = verdict.n_accepted();
+
+  // 4. Target KV: keep the last token's row and the accepted path, contiguous.
+  bool prefix_chain = true;
+  for (int i = 0; i < n_accepted; ++i) prefix_chain = prefix_chain && verdict.path[static_cast<size_t>(i)] == i;
+  if (prefix_chain) {
+    cache_.truncate(n + n_accepted);
+  } else {
+    std::vector<int> keep = {0};
+    for (int node : verdict.path) keep.push_back(node + 1);
+    cache_.keep_rows(n - 1, keep);
+  }
+
+  // 5. Drafter rollback, commit, stats.
+  if (drafter_ && draft.size() > 0) drafter_->accept(draft, verdict);
+  last_step_ = StepInfo{};
+  last_step_.n_drafted = draft.size();
+  last_step_.n_accepted = n_accepted;
+  last_step_.n_rows = n_rows;
+  int max_depth = 0;
+  for (int d : depth) max_depth = std::max(max_depth, d);
+  // A bonus: the last accepted node is a leaf, so next was drawn from its own row.
+  last_step_.bonus = n_accepted > 0 && std::none_of(draft.parent.begin(), draft.parent.end(),
+                                                    [&](int32_t p) { return p == verdict.path.back(); });
+  for (int node : verdict.path) last_step_.emitted.push_back(draft.tokens[static_cast<size_t>(node)]);
+  last_step_.emitted.push_back(verdict.next);
+  tokens_.insert(tokens_.end(), last_step_.emitted.begin(), last_step_.emitted.end());
+
+  if (draft.size() > 0) controller_->observe_acceptance(max_depth, n_accepted);
+  stats_.n_drafted += draft.size();
+  stats_.n_accepted += n_accepted;
+  stats_.n_emitted += static_cast<int64_t>(last_step_.emitted.size());
+  if (stats_.drafted_by_pos.size() < static_cast<size_t>(max_depth)) {
+    stats_.drafted_by_pos.resize(static_cast<size_t>(max_depth), 0);
+    stats_.accepted_by_pos.resize(static_cast<size_t>(max_depth), 0);
+  }
+  for (int d = 1; d <= max_depth; ++d) {
+    ++stats_.drafted_by_pos[static_cast<size_t>(d - 1)];
+    if (d <= n_accepted) ++stats_.accepted_by_pos[static_cast<size_t>(d - 1)];
+  }
+  stats_.decode_seconds += now_seconds() - t_step;
+  return last_step_.emitted;
+}
+
+void SpeculativeDecoder::rollback(int n_tokens) {
+  if (n_tokens < 1 || n_tokens > static_cast<int>(tokens_.size())) {
+    throw Error("rollback to " + std::to_string(n_tokens) + " tokens: the sequence has " +
+                std::to_string(tokens_.size()) + " (at least 1 must remain)");
+  }
+  tokens_.resize(static_cast<size_t>(n_tokens));
+  cache_.truncate(std::min(cache_.size(), n_tokens - 1));
+  if (drafter_) drafter_->rollback(n_tokens);
+}
+
+const SpecStats& SpeculativeDecoder::stats() {
+  stats_.c_draft = controller_->c_draft();
+  stats_.target_row_seconds = controller_->single_row_seconds();
+  double weighted = 0.0;
+  int64_t count = 0;
+  for (size_t m = 1; m < verify_rows_count_.size(); ++m) {
+    weighted += static_cast<double>(verify_rows_count_[m]) * controller_->verify_cost(static_cast<int>(m));
+    count += verify_rows_count_[m];
+  }
+  stats_.verify_cost = (count > 0 && stats_.target_row_seconds > 0.0) ? weighted / static_cast<double>(count) : 0.0;
+  return stats_;
+}
+
+void SpeculativeDecoder::reset_stats() {
+  const bool lossy = stats_.lossy;
+  stats_ = SpecStats{};
+  stats_.lossy = lossy;
+  std::fill(verify_rows_count_.begin(), verify_rows_count_.end(), 0);
+}
+
+}  // namespace specdec

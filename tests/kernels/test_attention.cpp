@@ -1,0 +1,177 @@
+// attention() against a float64 reference on random data (every ISA this CPU supports, odd
+// head sizes, grouped-query heads, token trees), and its invariances: a row's output is
+// bit-identical alone or in a batch, with 1 or 2 threads, and for a tree node or its path
+// stored as a chain (keys in other slots, same logical order).
+//
+// Error bound (per output value): |out - ref| <= 3e-6 * max|v| * (1 + head_dim / 16): float
+// rounding of the scores (dot products of head_dim terms), the softmax and the weighted sum.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/testing.h"
+#include "specdec/cpu.h"
+#include "specdec/kernels.h"
+#include "specdec/rng.h"
+#include "specdec/thread_pool.h"
+
+namespace specdec {
+namespace {
+
+float uniform(Rng& rng) { return static_cast<float>(rng.uniform() * 2.0 - 1.0); }
+
+struct Problem {
+  AttentionShape shape;
+  int n_prefix = 0;
+  int n_slots = 0;
+  std::vector<int> parent;       // (M) tree over the batch rows
+  std::vector<int> slot;         // (M) slot of each row's own key
+  std::vector<int> extra_begin;  // (M + 1)
+  std::vector<int> extra_slots;
+  std::vector<float> q;          // (M, n_heads * head_dim)
+  std::vector<float> k, v;       // (n_slots, kv_stride)
+  size_t kv_stride = 0;
+  int n_rows() const { return static_cast<int>(parent.size()); }
+  AttentionRows rows() const { return {n_rows(), n_prefix, extra_begin.data(), extra_slots.data()}; }
+};
+
+Problem random_problem(Rng& rng, int n_heads, int n_kv_heads, int head_dim, int n_prefix, int m) {
+  Problem p;
+  p.shape = {n_heads, n_kv_heads, head_dim};
+  p.n_prefix = n_prefix;
+  p.n_slots = n_prefix + m + 3;  // a few unused slots
+  p.kv_stride = static_cast<size_t>(n_kv_heads * head_dim + 5);  // padded rows
+  p.parent.resize(static_cast<size_t>(m));
+  p.slot.resize(static_cast<size_t>(m));
+  std::vector<int> free_slots;
+  for (int s = n_prefix; s < p.n_slots; ++s) free_slots.push_back(s);
+  for (int i = 0; i < m; ++i) {
+    p.parent[i] = static_cast<int>(rng.below(static_cast<uint64_t>(i + 1))) - 1;
+    const size_t pick = rng.below(free_slots.size());
+    p.slot[i] = free_slots[pick];
+    free_slots.erase(free_slots.begin() + static_cast<std::ptrdiff_t>(pick));
+  }
+  p.extra_begin.push_back(0);
+  for (int i = 0; i < m; ++i) {
+    std::vector<int> chain;
+    for (int a = i; a >= 0; a = p.parent[a]) chain.insert(chain.begin(), p.slot[a]);
+    p.extra_slots.insert(p.extra_slots.end(), chain.begin(), chain.end());
+    p.extra_begin.push_back(static_cast<int>(p.extra_slots.size()));
+  }
+  p.q.resize(static_cast<size_t>(m) * n_heads * head_dim);
+  p.k.resize(static_cast<size_t>(p.n_slots) * p.kv_stride);
+  p.v.resize(p.k.size());
+  for (float& x : p.q) x = 2.0f * uniform(rng);
+  for (float& x : p.k) x = uniform(rng);
+  for (float& x : p.v) x = uniform(rng);
+  return p;
+}
+
+std::vector<float> run(const Problem& p, ThreadPool* pool) {
+  std::vector<float> out(p.q.size(), -7.0f);  // (M, n_heads * head_dim)
+  attention(p.shape, p.rows(), p.q.data(), p.k.data(), p.v.data(), p.kv_stride, out.data(), pool);
+  return out;
+}
+
+std::vector<double> reference(const Problem& p) {
+  const int hd = p.shape.head_dim, group = p.shape.n_heads / p.shape.n_kv_heads;
+  std::vector<double> out(p.q.size());
+  for (int i = 0; i < p.n_rows(); ++i) {
+    std::vector<int> visible;
+    for (int s = 0; s < p.n_prefix; ++s) visible.push_back(s);
+    for (int e = p.extra_begin[i]; e < p.extra_begin[i + 1]; ++e) visible.push_back(p.extra_slots[e]);
+    for (int h = 0; h < p.shape.n_heads; ++h) {
+      const float* q = p.q.data() + (static_cast<size_t>(i) * p.shape.n_heads + h) * hd;
+      const size_t off = static_cast<size_t>(h / group) * hd;
+      std::vector<double> w;
+      double max_score = -1e300, sum = 0.0;
+      for (int s : visible) {
+        double dot = 0.0;
+        for (int d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * p.k[s * p.kv_stride + off + d];
+        w.push_back(dot / std::sqrt(static_cast<double>(hd)));
+        max_score = std::max(max_score, w.back());
+      }
+      for (double& x : w) sum += (x = std::exp(x - max_score));
+      for (int d = 0; d < hd; ++d) {
+        double acc = 0.0;
+        for (size_t j = 0; j < visible.size(); ++j) acc += w[j] / sum * p.v[visible[j] * p.kv_stride + off + d];
+        out[(static_cast<size_t>(i) * p.shape.n_heads + h) * hd + d] = acc;
+      }
+    }
+  }
+  return out;
+}
+
+struct Shape { int n_heads, n_kv_heads, head_dim; };
+const Shape kShapes[] = {{4, 2, 16}, {8, 8, 5}, {6, 2, 13}, {8, 1, 67}, {4, 4, 64}, {2, 1, 128}};
+
+TEST(Attention, MatchesFloat64ReferenceOnEveryIsa) {
+  Rng rng(testing::test_seed("attention reference"));
+  for (Isa isa : supported_isas()) {
+    const Isa previous = set_active_isa(isa);
+    for (const Shape& s : kShapes) {
+      const int n_prefix = static_cast<int>(rng.below(40));
+      const int m = 1 + static_cast<int>(rng.below(20));
+      const Problem p = random_problem(rng, s.n_heads, s.n_kv_heads, s.head_dim, n_prefix, m);
+      const std::vector<float> got = run(p, nullptr);
+      const std::vector<double> ref = reference(p);
+      const double bound = 3e-6 * (1.0 + s.head_dim / 16.0);  // max|v| <= 1
+      double worst = 0.0;
+      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - ref[i]));
+      EXPECT_LE(worst, bound) << isa_name(isa) << " heads " << s.n_heads << "/" << s.n_kv_heads
+                              << " head_dim " << s.head_dim << " prefix " << n_prefix << " rows " << m;
+    }
+    set_active_isa(previous);
+  }
+}
+
+TEST(Attention, RowResultIndependentOfBatchThreadsAndSlotLayout) {
+  Rng rng(testing::test_seed("attention invariance"));
+  ThreadPool pool(2);
+  for (Isa isa : supported_isas()) {
+    const Isa previous = set_active_isa(isa);
+    for (const Shape& s : kShapes) {
+      const int n_prefix = static_cast<int>(rng.below(30));
+      const int m = 1 + static_cast<int>(rng.below(20));
+      const Problem p = random_problem(rng, s.n_heads, s.n_kv_heads, s.head_dim, n_prefix, m);
+      const std::vector<float> batch = run(p, nullptr);
+      EXPECT_EQ(run(p, &pool), batch) << "2 threads differ";
+      const size_t q_dim = static_cast<size_t>(s.n_heads) * s.head_dim;
+      for (int i = 0; i < m; ++i) {
+        // The same row alone, keys where the batch had them.
+        Problem alone = p;
+        alone.parent = {-1};
+        alone.q.assign(p.q.begin() + static_cast<std::ptrdiff_t>(i * q_dim), p.q.begin() + static_cast<std::ptrdiff_t>((i + 1) * q_dim));
+        alone.extra_slots.assign(p.extra_slots.begin() + p.extra_begin[i], p.extra_slots.begin() + p.extra_begin[i + 1]);
+        alone.extra_begin = {0, static_cast<int>(alone.extra_slots.size())};
+        const std::vector<float> single = run(alone, &pool);
+        EXPECT_EQ(std::memcmp(single.data(), batch.data() + i * q_dim, q_dim * sizeof(float)), 0)
+            << isa_name(isa) << " row " << i << " alone";
+        // Its ancestors moved into the cached prefix as a chain: prefix + path, then itself.
+        Problem chain = alone;
+        const int depth = static_cast<int>(alone.extra_slots.size()) - 1;
+        chain.n_prefix = n_prefix + depth;
+        chain.n_slots = chain.n_prefix + 1;
+        chain.k.assign(static_cast<size_t>(chain.n_slots) * p.kv_stride, 0.0f);
+        chain.v.assign(chain.k.size(), 0.0f);
+        auto copy_slot = [&](int from, int to) {
+          std::memcpy(chain.k.data() + to * p.kv_stride, p.k.data() + from * p.kv_stride, p.kv_stride * sizeof(float));
+          std::memcpy(chain.v.data() + to * p.kv_stride, p.v.data() + from * p.kv_stride, p.kv_stride * sizeof(float));
+        };
+        for (int t = 0; t < n_prefix; ++t) copy_slot(t, t);
+        for (int d = 0; d <= depth; ++d) copy_slot(alone.extra_slots[d], n_prefix + d);
+        chain.extra_slots = {chain.n_prefix};
+        chain.extra_begin = {0, 1};
+        const std::vector<float> as_chain = run(chain, nullptr);
+        EXPECT_EQ(std::memcmp(as_chain.data(), batch.data() + i * q_dim, q_dim * sizeof(float)), 0)
+            << isa_name(isa) << " row " << i << " as a chain";
+      }
+    }
+    set_active_isa(previous);
+  }
+}
+
+}  // namespace
+}  // namespace specdec

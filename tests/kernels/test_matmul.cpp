@@ -1,0 +1,268 @@
+// matmul against matmul_reference for every weight type and every ISA this CPU supports, on
+// fresh random data (seed printed; SPECDEC_TEST_SEED repeats a run), and batch invariance:
+// a row's output is bit-identical for every M (1..32 and a 70-row batch), every position in
+// the batch and every thread count.
+//
+// Error bounds (per output, |y - y_ref| <= bound):
+//  - F32/F16/BF16 weights (converted exactly to f32): bound = 1.01 * (n_in + 1) * 2^-24 * sum|w x|,
+//    the worst case of float summation of n_in products.
+//  - quantized weights: activations are rounded to 8 bits per block of 32 (error per value at most
+//    max|x_blk| / 254), so bound = 1.001 * sum_i |w_i| * max|x_blk(i)| / 254 + 2^-14 * sum|w x|
+//    (the second term covers float rounding of the scales and sums, far below the first).
+//  Plus a relative RMS error over all outputs, stated per type in kRmsBound.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/testing.h"
+#include "kernels/quant_blocks.h"
+#include "specdec/cpu.h"
+#include "specdec/error.h"
+#include "specdec/kernels.h"
+#include "specdec/rng.h"
+#include "specdec/thread_pool.h"
+
+namespace specdec {
+namespace {
+
+using namespace quant;
+
+const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
+                           DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                           DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// Relative RMS bound ||y - y_ref|| / ||y_ref|| over all outputs of a test (8-bit activations
+// give about 0.3-1% on random data; float types only rounding).
+double rms_bound(DType t) { return is_float(t) ? 1e-6 : 2e-2; }
+
+float uniform(Rng& rng, float lo, float hi) { return lo + (hi - lo) * static_cast<float>(rng.uniform()); }
+
+uint16_t random_scale(Rng& rng, float magnitude) {
+  const float v = uniform(rng, 0.25f, 1.0f) * magnitude;
+  return f32_to_fp16(rng.below(4) == 0 ? -v : v);
+}
+
+// Sets the binary16 scale fields of every block to finite random values (the random bytes
+// elsewhere are valid quantized values for every layout).
+template <typename Block, typename Fn>
+void patch_blocks(uint8_t* data, size_t n_bytes, Fn fn) {
+  for (size_t off = 0; off + sizeof(Block) <= n_bytes; off += sizeof(Block)) {
+    Block b;
+    std::memcpy(&b, data + off, sizeof(Block));
+    fn(b);
+    std::memcpy(data + off, &b, sizeof(Block));
+  }
+}
+
+// n_out rows of n_in random weights of `type`, rows packed back to back.
+std::vector<uint8_t> random_weights(DType type, int64_t n_out, int64_t n_in, Rng& rng) {
+  const size_t row_bytes = dtype_row_bytes(type, n_in);
+  std::vector<uint8_t> data(row_bytes * static_cast<size_t>(n_out));  // (n_out, row_bytes)
+  if (is_float(type)) {
+    for (int64_t i = 0; i < n_out * n_in; ++i) {
+      const float v = uniform(rng, -1.0f, 1.0f);
+      if (type == DType::F32) std::memcpy(data.data() + 4 * i, &v, 4);
+      const uint16_t h = type == DType::F16 ? f32_to_fp16(v) : f32_to_bf16(v);
+      if (type != DType::F32) std::memcpy(data.data() + 2 * i, &h, 2);
+    }
+    return data;
+  }
+  for (auto& byte : data) byte = static_cast<uint8_t>(rng.below(256));
+  const size_t n = data.size();
+  uint8_t* p = data.data();
+  auto d_only = [&](auto& b) { b.d = random_scale(rng, 0.01f); };
+  auto d_m = [&](auto& b) { b.d = random_scale(rng, 0.01f); b.m = random_scale(rng, 0.05f); };
+  auto d_dmin = [&](auto& b) { b.d = random_scale(rng, 0.01f); b.dmin = random_scale(rng, 0.01f); };
+  switch (type) {
+    case DType::Q4_0: patch_blocks<BlockQ4_0>(p, n, d_only); break;
+    case DType::Q4_1: patch_blocks<BlockQ4_1>(p, n, d_m); break;
+    case DType::Q5_0: patch_blocks<BlockQ5_0>(p, n, d_only); break;
+    case DType::Q5_1: patch_blocks<BlockQ5_1>(p, n, d_m); break;
+    case DType::Q8_0: patch_blocks<BlockQ8_0>(p, n, d_only); break;
+    case DType::Q2_K: patch_blocks<BlockQ2_K>(p, n, d_dmin); break;
+    case DType::Q3_K: patch_blocks<BlockQ3_K>(p, n, d_only); break;
+    case DType::Q4_K: patch_blocks<BlockQ4_K>(p, n, d_dmin); break;
+    case DType::Q5_K: patch_blocks<BlockQ5_K>(p, n, d_dmin); break;
+    case DType::Q6_K: patch_blocks<BlockQ6_K>(p, n, d_only); break;
+    default: ADD_FAILURE() << "no generator for " << dtype_name(type);
+  }
+  return data;
+}
+
+// (n_rows, n_in) activations: uniform in [-1, 1] with occasional outliers up to +-8.
+std::vector<float> random_activations(int n_rows, int64_t n_in, Rng& rng) {
+  std::vector<float> x(static_cast<size_t>(n_rows * n_in));
+  for (auto& v : x) v = uniform(rng, -1.0f, 1.0f) * (rng.below(50) == 0 ? 8.0f : 1.0f);
+  return x;
+}
+
+// Restores the active ISA when the test leaves the scope.
+struct IsaGuard {
+  Isa saved = active_isa();
+  ~IsaGuard() { set_active_isa(saved); }
+};
+
+struct Problem {
+  DType type;
+  int64_t n_out, n_in;
+  std::vector<uint8_t> data;       // (n_out, row_bytes)
+  std::vector<float> deq;          // (n_out, n_in) dequantized weights
+  WeightMatrix w;
+};
+
+Problem make_problem(DType type, int64_t n_out, int64_t n_in, Rng& rng) {
+  Problem p{type, n_out, n_in, random_weights(type, n_out, n_in, rng), {}, {}};
+  const size_t row_bytes = dtype_row_bytes(type, n_in);
+  p.w = WeightMatrix{type, p.data.data(), n_in, n_out, row_bytes};
+  p.deq.resize(static_cast<size_t>(n_out * n_in));
+  for (int64_t o = 0; o < n_out; ++o)
+    dequantize_row(type, p.data.data() + o * row_bytes, p.deq.data() + o * n_in, n_in);
+  return p;
+}
+
+// Checks y (n_rows, n_out) for activations x against the reference and the bound of the header.
+// Accumulates squared errors for the RMS check.
+void check_rows(const Problem& p, const float* x, int n_rows, const float* y, const float* y_ref,
+                double* err2, double* ref2, const std::string& what) {
+  for (int r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * p.n_in;
+    std::vector<float> blk_max(static_cast<size_t>(p.n_in));  // (n_in) max|x| of each value's 32-block
+    for (int64_t b = 0; b < p.n_in; b += 32) {
+      float m = 0.0f;
+      for (int64_t i = b; i < std::min(p.n_in, b + 32); ++i) m = std::max(m, std::fabs(xr[i]));
+      for (int64_t i = b; i < std::min(p.n_in, b + 32); ++i) blk_max[i] = m;
+    }
+    for (int64_t o = 0; o < p.n_out; ++o) {
+      const float* wr = p.deq.data() + o * p.n_in;
+      double abs_sum = 0.0, act_err = 0.0;
+      for (int64_t i = 0; i < p.n_in; ++i) {
+        abs_sum += std::fabs(static_cast<double>(wr[i]) * xr[i]);
+        act_err += std::fabs(static_cast<double>(wr[i])) * blk_max[i] / 254.0;
+      }
+      const double bound = is_float(p.type) ? 1.01 * static_cast<double>(p.n_in + 1) * std::ldexp(1.0, -24) * abs_sum
+                                            : 1.001 * act_err + std::ldexp(1.0, -14) * abs_sum;
+      const double got = y[r * p.n_out + o], want = y_ref[r * p.n_out + o];
+      ASSERT_LE(std::fabs(got - want), bound + 1e-30)
+          << what << " row " << r << " output " << o << ": got " << got << " want " << want;
+      *err2 += (got - want) * (got - want);
+      *ref2 += want * want;
+    }
+  }
+}
+
+class MatmulTypes : public ::testing::TestWithParam<DType> {};
+
+// Every M in 1..32 (and 70, past one row block) at a random offset of a 70-row pool of
+// activations: each output within the bound of the reference, and each row bit-identical to
+// the same row computed alone (M = 1).
+TEST_P(MatmulTypes, MatchesReferenceAndIsBatchInvariant) {
+  const DType type = GetParam();
+  Rng rng(testing::test_seed((std::string("matmul ") + dtype_name(type)).c_str()));
+  const int64_t block = dtype_info(type).block_size;
+  // Odd n_out; n_in the smallest multiple of the block size and larger (odd for float types).
+  std::vector<int64_t> n_ins = block == 1 ? std::vector<int64_t>{1, 7, 16, 33, 129, 515}
+                                          : std::vector<int64_t>{block, 3 * block, 256 == block ? 1024 : 320};
+  constexpr int kPool = 70;
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    double err2 = 0.0, ref2 = 0.0;
+    for (int64_t n_in : n_ins) {
+      const int64_t n_out = 2 * static_cast<int64_t>(rng.below(20)) + 13;
+      const Problem p = make_problem(type, n_out, n_in, rng);
+      const std::vector<float> x = random_activations(kPool, n_in, rng);  // (kPool, n_in)
+      std::vector<float> y_ref(static_cast<size_t>(kPool * n_out));         // (kPool, n_out)
+      matmul_reference(p.w, x.data(), kPool, y_ref.data());
+      std::vector<float> y_single(static_cast<size_t>(kPool * n_out));      // (kPool, n_out) M = 1 each
+      for (int r = 0; r < kPool; ++r) matmul(p.w, x.data() + r * n_in, 1, y_single.data() + r * n_out, nullptr);
+      const std::string what = std::string(dtype_name(type)) + " " + isa_name(isa) + " n_in " +
+                               std::to_string(n_in) + " n_out " + std::to_string(n_out);
+      check_rows(p, x.data(), kPool, y_single.data(), y_ref.data(), &err2, &ref2, what + " M=1");
+      if (::testing::Test::HasFatalFailure()) return;
+      std::vector<float> y(static_cast<size_t>(kPool * n_out));  // (M, n_out)
+      for (int M = 1; M <= kPool; M = M < 32 ? M + 1 : (M == 32 ? kPool : kPool + 1)) {
+        const int off = static_cast<int>(rng.below(static_cast<uint64_t>(kPool - M + 1)));
+        matmul(p.w, x.data() + off * n_in, M, y.data(), nullptr);
+        for (int r = 0; r < M; ++r)
+          ASSERT_EQ(0, std::memcmp(y.data() + r * n_out, y_single.data() + (off + r) * n_out,
+                                   static_cast<size_t>(n_out) * sizeof(float)))
+              << what << ": row " << r << " of an M=" << M << " batch differs from the same row alone";
+      }
+    }
+    const double rel_rms = std::sqrt(err2 / ref2);
+    std::printf("[matmul] %-5s %-6s relative RMS error vs reference %.3g (bound %.3g)\n", dtype_name(type),
+                isa_name(isa), rel_rms, rms_bound(type));
+    EXPECT_LE(rel_rms, rms_bound(type)) << dtype_name(type) << " " << isa_name(isa);
+  }
+}
+
+// Threads split n_out only: results are bit-identical for 1..4 threads and equal the
+// pool-less call.
+TEST_P(MatmulTypes, ThreadCountDoesNotChangeBits) {
+  const DType type = GetParam();
+  Rng rng(testing::test_seed((std::string("matmul threads ") + dtype_name(type)).c_str()));
+  const int64_t n_in = dtype_info(type).block_size == 256 ? 512 : 480;
+  const int64_t n_out = 301;
+  const Problem p = make_problem(type, n_out, n_in, rng);
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    for (int M : {1, 5, 9}) {
+      const std::vector<float> x = random_activations(M, n_in, rng);
+      std::vector<float> y0(static_cast<size_t>(M * n_out)), y(static_cast<size_t>(M * n_out));  // (M, n_out)
+      matmul(p.w, x.data(), M, y0.data(), nullptr);
+      for (int n_threads = 1; n_threads <= 4; ++n_threads) {
+        ThreadPool pool(n_threads);
+        matmul(p.w, x.data(), M, y.data(), &pool);
+        ASSERT_EQ(0, std::memcmp(y.data(), y0.data(), y.size() * sizeof(float)))
+            << dtype_name(type) << " " << isa_name(isa) << " M=" << M << " threads=" << n_threads;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulTypes, ::testing::ValuesIn(kAllTypes),
+                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Matmul, RejectsBadArguments) {
+  std::vector<uint8_t> data(34 * 4);
+  float x[64] = {}, y[4] = {};
+  WeightMatrix w{DType::Q8_0, data.data(), 64, 2, 68};
+  EXPECT_THROW(matmul(w, x, 0, y, nullptr), Error);  // M = 0
+  WeightMatrix bad_row = w;
+  bad_row.row_bytes = 60;
+  EXPECT_THROW(matmul(bad_row, x, 1, y, nullptr), Error);  // rows shorter than 2 blocks
+  WeightMatrix partial = w;
+  partial.n_in = 48;
+  EXPECT_THROW(matmul(partial, x, 1, y, nullptr), Error);  // not a multiple of 32
+  WeightMatrix not_weight = w;
+  not_weight.type = DType::Q8_K;
+  EXPECT_THROW(matmul(not_weight, x, 1, y, nullptr), Error);
+  EXPECT_NO_THROW(matmul(w, x, 1, y, nullptr));
+}
+
+// Non-finite activations give non-finite outputs on every path (no UB in the 8-bit rounding).
+TEST(Matmul, NonFiniteActivationsPropagate) {
+  Rng rng(7);
+  IsaGuard guard;
+  for (DType type : {DType::Q8_0, DType::Q4_K, DType::F16}) {
+    const Problem p = make_problem(type, 3, 256, rng);
+    std::vector<float> x = random_activations(1, 256, rng);
+    x[100] = std::nanf("");
+    for (Isa isa : supported_isas()) {
+      set_active_isa(isa);
+      float y[3];
+      matmul(p.w, x.data(), 1, y, nullptr);
+      for (float v : y) EXPECT_TRUE(std::isnan(v)) << dtype_name(type) << " " << isa_name(isa);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace specdec

@@ -1,0 +1,142 @@
+// rmsnorm, softmax, swiglu, add_inplace and rope against float64 references on random data
+// (scalar kernels: one path on every ISA), including odd sizes.
+// Bounds: rmsnorm, swiglu: relative 1e-6 per value (a handful of float roundings);
+// softmax: 1e-6 * max value; rope: 1e-6 * (|x0| + |x1|) per rotated pair.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "common/testing.h"
+#include "specdec/kernels.h"
+#include "specdec/rng.h"
+
+namespace specdec {
+namespace {
+
+float uniform(Rng& rng) { return static_cast<float>(rng.uniform() * 2.0 - 1.0); }
+
+TEST(RowOps, RmsnormSoftmaxSwigluAddMatchFloat64) {
+  Rng rng(testing::test_seed("rowops"));
+  for (int n : {1, 3, 7, 64, 173, 1000}) {
+    std::vector<float> x(static_cast<size_t>(n)), w(x.size()), y(x.size()), up(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = 5.0f * uniform(rng);
+      w[i] = 1.0f + uniform(rng);
+      up[i] = 3.0f * uniform(rng);
+    }
+    const float eps = 1e-5f;
+    rmsnorm(x.data(), w.data(), n, eps, y.data());
+    double ss = 0.0;
+    for (float v : x) ss += static_cast<double>(v) * v;
+    const double inv = 1.0 / std::sqrt(ss / n + eps);
+    for (int i = 0; i < n; ++i) {
+      const double ref = x[i] * inv * w[i];
+      EXPECT_NEAR(y[i], ref, 1e-6 * std::abs(ref) + 1e-30) << "rmsnorm n " << n << " i " << i;
+    }
+
+    std::vector<float> s = x;
+    softmax(s.data(), n);
+    double max_x = -1e300, sum = 0.0;
+    for (float v : x) max_x = std::max(max_x, static_cast<double>(v));
+    for (float v : x) sum += std::exp(v - max_x);
+    double total = 0.0;
+    for (int i = 0; i < n; ++i) {
+      EXPECT_NEAR(s[i], std::exp(x[i] - max_x) / sum, 1e-6) << "softmax n " << n << " i " << i;
+      total += s[i];
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5);
+
+    std::vector<float> out(x.size());
+    swiglu(x.data(), up.data(), n, out.data());
+    for (int i = 0; i < n; ++i) {
+      const double g = x[i];
+      const double ref = g / (1.0 + std::exp(-g)) * up[i];
+      EXPECT_NEAR(out[i], ref, 1e-6 * std::abs(ref) + 1e-30) << "swiglu n " << n << " i " << i;
+    }
+
+    std::vector<float> acc = up;
+    add_inplace(acc.data(), x.data(), n);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(acc[i], up[i] + x[i]);
+  }
+}
+
+// Reference rotation of one head in long double.
+void rope_reference(const std::vector<float>& in, std::vector<double>& out, int n_heads, int head_dim,
+                    int pos, const RopeParams& p) {
+  out.assign(in.begin(), in.end());
+  const int half = p.n_rot / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    for (int i = 0; i < half; ++i) {
+      long double theta = static_cast<long double>(pos) * p.freq_scale *
+                          std::pow(static_cast<long double>(p.freq_base), -2.0L * i / p.n_rot);
+      if (p.freq_factors) theta /= p.freq_factors[i];
+      const int a = h * head_dim + (p.layout == RopeLayout::Norm ? 2 * i : i);
+      const int b = a + (p.layout == RopeLayout::Norm ? 1 : half);
+      const long double x0 = in[a], x1 = in[b];
+      out[a] = static_cast<double>(x0 * std::cos(theta) - x1 * std::sin(theta));
+      out[b] = static_cast<double>(x0 * std::sin(theta) + x1 * std::cos(theta));
+    }
+  }
+}
+
+TEST(Rope, NormAndNeoxLayoutsWithScalingAndFactorsMatchReference) {
+  Rng rng(testing::test_seed("rope"));
+  struct Case { int n_heads, head_dim, n_rot; RopeLayout layout; float base, scale; bool factors; };
+  const Case cases[] = {{4, 16, 16, RopeLayout::Norm, 10000.0f, 1.0f, false},
+                        {2, 64, 32, RopeLayout::Norm, 10000.0f, 0.25f, false},
+                        {3, 10, 6, RopeLayout::Neox, 1e6f, 1.0f, false},
+                        {4, 128, 128, RopeLayout::Neox, 1e6f, 1.0f, false},
+                        {2, 32, 32, RopeLayout::Norm, 500000.0f, 1.0f, true},
+                        {1, 8, 8, RopeLayout::Norm, 10000.0f, 1.0f, false}};
+  for (const Case& c : cases) {
+    std::vector<float> factors(static_cast<size_t>(c.n_rot / 2));
+    for (float& f : factors) f = 1.0f + 7.0f * static_cast<float>(rng.uniform());
+    RopeParams p;
+    p.n_rot = c.n_rot;
+    p.freq_base = c.base;
+    p.freq_scale = c.scale;
+    p.layout = c.layout;
+    p.freq_factors = c.factors ? factors.data() : nullptr;
+    for (int pos : {0, 1, 17, 1000, 131071}) {
+      std::vector<float> x(static_cast<size_t>(c.n_heads * c.head_dim));
+      for (float& v : x) v = 3.0f * uniform(rng);
+      std::vector<double> ref;
+      rope_reference(x, ref, c.n_heads, c.head_dim, pos, p);
+      std::vector<float> got = x;
+      rope(got.data(), c.n_heads, c.head_dim, pos, p);
+      for (size_t i = 0; i < x.size(); ++i) {
+        const int d = static_cast<int>(i) % c.head_dim;
+        if (d >= c.n_rot) {
+          EXPECT_EQ(got[i], x[i]) << "dims past n_rot must be untouched";
+        } else {
+          EXPECT_NEAR(got[i], ref[i], 1e-6 * 6.0) << "head_dim " << c.head_dim << " pos " << pos << " i " << i;
+        }
+      }
+      if (pos == 0) {
+        EXPECT_EQ(got, x) << "position 0 is the identity";
+      }
+    }
+  }
+}
+
+TEST(Rope, LayoutsDifferAndFactorsMatter) {
+  std::vector<float> x(16);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.1f - 0.7f;
+  RopeParams norm;
+  norm.n_rot = 16;
+  RopeParams neox = norm;
+  neox.layout = RopeLayout::Neox;
+  std::vector<float> a = x, b = x, c = x;
+  rope(a.data(), 1, 16, 5, norm);
+  rope(b.data(), 1, 16, 5, neox);
+  EXPECT_NE(a, b);
+  std::vector<float> factors(8, 4.0f);
+  RopeParams scaled = norm;
+  scaled.freq_factors = factors.data();
+  rope(c.data(), 1, 16, 20, scaled);  // pos 20 / factor 4 == pos 5 without factors
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(c[i], a[i], 1e-6);
+}
+
+}  // namespace
+}  // namespace specdec

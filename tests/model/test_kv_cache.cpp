@@ -1,0 +1,71 @@
+// KvCache bookkeeping: append, O(1) truncate, keep_rows compaction and their errors.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "specdec/error.h"
+#include "specdec/model.h"
+
+namespace specdec::testing {
+namespace {
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.head_dim = 3;
+  return c;
+}
+
+// Marks slot s of layer l with value 1000*l + s (+0.5 in V).
+void fill(KvCache& cache, int first, int n) {
+  for (int l = 0; l < cache.n_layers(); ++l) {
+    for (int s = first; s < first + n; ++s) {
+      for (int d = 0; d < cache.kv_dim(); ++d) {
+        cache.k(l, s)[d] = static_cast<float>(1000 * l + s);
+        cache.v(l, s)[d] = static_cast<float>(1000 * l + s) + 0.5f;
+      }
+    }
+  }
+}
+
+TEST(KvCache, AppendTruncateAndCapacity) {
+  KvCache cache(small_config(), 8);
+  EXPECT_EQ(cache.capacity(), 8);
+  EXPECT_EQ(cache.kv_dim(), 3);
+  EXPECT_EQ(cache.append(5), 0);
+  EXPECT_EQ(cache.append(3), 5);
+  EXPECT_EQ(cache.size(), 8);
+  EXPECT_THROW(cache.append(1), Error);
+  cache.truncate(2);
+  EXPECT_EQ(cache.size(), 2);
+  EXPECT_THROW(cache.truncate(3), Error);
+  EXPECT_THROW(cache.truncate(-1), Error);
+  EXPECT_EQ(cache.append(6), 2);
+  EXPECT_THROW(KvCache(small_config(), 0), Error);
+}
+
+TEST(KvCache, KeepRowsCompactsChosenRowsInOrder) {
+  KvCache cache(small_config(), 16);
+  cache.append(10);
+  fill(cache, 0, 10);
+  const std::vector<int> rows = {1, 3, 4, 6};  // offsets from first = 3: slots 4, 6, 7, 9
+  cache.keep_rows(3, rows);
+  EXPECT_EQ(cache.size(), 7);
+  for (int l = 0; l < 2; ++l) {
+    for (int s = 0; s < 3; ++s) EXPECT_EQ(cache.k(l, s)[0], 1000 * l + s);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_EQ(cache.k(l, 3 + static_cast<int>(i))[2], 1000 * l + 3 + rows[i]);
+      EXPECT_EQ(cache.v(l, 3 + static_cast<int>(i))[1], 1000 * l + 3 + rows[i] + 0.5f);
+    }
+  }
+  cache.keep_rows(7, std::vector<int>{});
+  EXPECT_EQ(cache.size(), 7);
+  EXPECT_THROW(cache.keep_rows(5, std::vector<int>{1, 1}), Error);
+  EXPECT_THROW(cache.keep_rows(5, std::vector<int>{2}), Error);  // only rows 0, 1 appended after 5
+  EXPECT_THROW(cache.keep_rows(8, std::vector<int>{}), Error);
+}
+
+}  // namespace
+}  // namespace specdec::testing

@@ -1,0 +1,135 @@
+// Logits against llama.cpp's on the shared fixtures (tolerances from ../shared/README.md),
+// and greedy generation reproducing the golden stories260K text.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/testing.h"
+#include "model/model_test_util.h"
+#include "specdec/gguf.h"
+#include "specdec/model.h"
+
+namespace specdec::testing {
+namespace {
+
+struct LogitsCase {
+  const char* model;
+  const char* logits;
+  double max_relative_rms;
+  bool argmax_must_match;
+};
+
+void check_against_llama_cpp(const LogitsCase& c) {
+  SPECDEC_FIXTURE(model_path, c.model);
+  SPECDEC_FIXTURE(logits_path, c.logits);
+  auto model = Transformer::load(model_path, ModelOptions{2});
+  const std::vector<float> expected = read_f32_file(logits_path);
+  const int n_vocab = model->config().n_vocab;
+  ASSERT_EQ(expected.size(), reference_tokens().size() * static_cast<size_t>(n_vocab));
+  const std::vector<float> got = decode_one_at_a_time(*model, reference_tokens());
+  const double rel = relative_rms(got, expected);
+  std::printf("[logits] %s: relative RMS %.3g (bound %.3g)\n", c.model, rel, c.max_relative_rms);
+  EXPECT_LE(rel, c.max_relative_rms) << c.model;
+  int n_argmax_differ = 0;
+  for (size_t i = 0; i < reference_tokens().size(); ++i) {
+    const size_t offset = i * static_cast<size_t>(n_vocab);
+    if (argmax(got.data() + offset, n_vocab) != argmax(expected.data() + offset, n_vocab)) ++n_argmax_differ;
+  }
+  if (c.argmax_must_match) {
+    EXPECT_EQ(n_argmax_differ, 0) << c.model;
+  }
+}
+
+class LlamaCppLogits : public ::testing::TestWithParam<LogitsCase> {};
+
+TEST_P(LlamaCppLogits, WithinTolerance) { check_against_llama_cpp(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, LlamaCppLogits,
+    ::testing::Values(LogitsCase{"models/stories260K.gguf", "models/stories260K.logits.f32", 2e-3, true},
+                      LogitsCase{"quant/tiny-f32.gguf", "quant/logits-f32.f32", 2e-3, true},
+                      LogitsCase{"quant/tiny-F16.gguf", "quant/logits-F16.f32", 3e-3, true},
+                      LogitsCase{"quant/tiny-BF16.gguf", "quant/logits-BF16.f32", 2.5e-2, false},
+                      LogitsCase{"quant/tiny-Q8_0.gguf", "quant/logits-Q8_0.f32", 0.12, false},
+                      LogitsCase{"arch/tiny-qwen2.gguf", "arch/logits-qwen2.f32", 2e-3, true},
+                      LogitsCase{"arch/tiny-llama3rope.gguf", "arch/logits-llama3rope.f32", 2e-3, true}),
+    [](const ::testing::TestParamInfo<LogitsCase>& info) {
+      std::string name = info.param.logits;
+      std::string out;
+      for (char ch : name.substr(name.find('/') + 1)) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+      return out;
+    });
+
+// Further quantized types: same bound, enabled as their dequantizers and matmuls land.
+class LlamaCppLogitsQuant : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LlamaCppLogitsQuant, WithinTolerance) {
+  const std::string type = GetParam();
+  const std::string model = "quant/tiny-" + type + ".gguf";
+  const std::string logits = "quant/logits-" + type + ".f32";
+  check_against_llama_cpp(LogitsCase{model.c_str(), logits.c_str(), 0.12, false});
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaCppLogitsQuant,
+                         ::testing::Values("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+                                           "Q6_K", "Q4_K_M"));
+
+// Token text as llama.cpp's SentencePiece detokenizer renders it: U+2581 -> space,
+// <0xXX> -> that byte, control tokens as their text.
+std::string piece(const std::vector<std::string>& vocab, Token id) {
+  const std::string& text = vocab.at(static_cast<size_t>(id));
+  if (text.size() == 6 && text.rfind("<0x", 0) == 0 && text.back() == '>') {
+    return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
+  }
+  std::string out;
+  const std::string space = "\xE2\x96\x81";
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, space.size(), space) == 0) {
+      out += ' ';
+      i += space.size();
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+TEST(Generation, GreedyStories260KMatchesGoldenText) {
+  SPECDEC_FIXTURE(model_path, "models/stories260K.gguf");
+  SPECDEC_FIXTURE(golden_path, "models/stories260K.greedy.once-upon-a-time.txt");
+  auto model = Transformer::load(model_path, ModelOptions{1});
+  const std::vector<std::string> vocab = model->gguf().get_string_array("tokenizer.ggml.tokens");
+  const std::vector<Token> prompt = {1, 403, 407, 261, 378};  // "<s> Once upon a time"
+  const int n_generate = 120;
+
+  KvCache cache = model->new_cache();
+  KvCache* caches[] = {&cache};
+  Batch batch;
+  Logits logits;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    batch.add(prompt[i], static_cast<int32_t>(i), static_cast<int32_t>(i) - 1, 0, i + 1 == prompt.size());
+  }
+  std::string text = "<s>";  // llama-simple renders BOS as its text
+  for (size_t i = 1; i < prompt.size(); ++i) text += piece(vocab, prompt[i]);
+  int n_past = static_cast<int>(prompt.size());
+  for (int step = 0; step < n_generate; ++step) {
+    model->forward(batch, caches, logits);
+    ASSERT_EQ(logits.n_rows(), 1);
+    const Token next = argmax(logits.row(0), logits.n_vocab);
+    text += piece(vocab, next);
+    batch.clear();
+    batch.add(next, n_past++, -1, 0, true);
+  }
+  std::ifstream in(golden_path, std::ios::binary);
+  std::stringstream golden;
+  golden << in.rdbuf();
+  std::string expected = golden.str();
+  // The golden file ends with the newline llama-simple prints after generation.
+  if (!expected.empty() && expected.back() == '\n' && text.back() != '\n') expected.pop_back();
+  EXPECT_EQ(text, expected);
+}
+
+}  // namespace
+}  // namespace specdec::testing

@@ -1,0 +1,122 @@
+// tests/spec/spec_models.h — target/draft model pairs and generation helpers for the
+// speculative decoding tests (tiny random models made with the project's GGUF writer).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/testing.h"
+#include "common/tiny_model.h"
+#include "specdec/model.h"
+#include "specdec/speculative.h"
+
+namespace specdec::testing {
+
+inline std::unique_ptr<Transformer> load_single_threaded(const std::string& path) {
+  ModelOptions options;
+  options.n_threads = 1;
+  return Transformer::load(path, options);
+}
+
+// A target, a noisy copy of it (partly right) and an unrelated model (wrong), same vocabulary.
+struct ModelTrio {
+  std::string target, noisy, unrelated;
+};
+
+inline const ModelTrio& tiny_trio() {
+  static const ModelTrio trio = [] {
+    TinyModelSpec spec;
+    spec.n_vocab = 300;
+    spec.n_embd = 64;
+    spec.n_layers = 2;
+    spec.n_ff = 96;
+    spec.n_ctx = 128;
+    spec.seed = 11;
+    spec.weight_scale = 2.0f;  // peaky enough that greedy decoding is not a flat coin toss
+    ModelTrio t;
+    t.target = make_random_llama("spec_target.gguf", spec);
+    t.noisy = temp_dir() + "/spec_noisy.gguf";
+    write_noisy_copy(t.target, t.noisy, 0.05f, 5);
+    spec.seed = 12;
+    t.unrelated = make_random_llama("spec_unrelated.gguf", spec);
+    return t;
+  }();
+  return trio;
+}
+
+// Tiny models over an 8-token vocabulary, for exact enumeration of sequence probabilities.
+inline const ModelTrio& micro_trio() {
+  static const ModelTrio trio = [] {
+    TinyModelSpec spec;
+    spec.n_vocab = 8;
+    spec.n_embd = 32;
+    spec.n_layers = 1;
+    spec.n_heads = 2;
+    spec.n_kv_heads = 1;
+    spec.n_ff = 32;
+    spec.n_ctx = 32;
+    spec.seed = 21;
+    spec.weight_scale = 1.0f;
+    ModelTrio t;
+    t.target = make_random_llama("spec_micro_target.gguf", spec);
+    t.noisy = temp_dir() + "/spec_micro_noisy.gguf";
+    write_noisy_copy(t.target, t.noisy, 0.8f, 7);
+    spec.seed = 22;
+    t.unrelated = make_random_llama("spec_micro_unrelated.gguf", spec);
+    return t;
+  }();
+  return trio;
+}
+
+inline SamplingParams greedy_params() {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  return p;
+}
+
+// Generates up to n_new tokens after `prompt` with `decoder`; returns the generated tokens.
+inline std::vector<Token> generate(SpeculativeDecoder& decoder, const std::vector<Token>& prompt,
+                                   const SamplingParams& sampling, int n_new) {
+  decoder.begin(prompt, sampling);
+  std::vector<Token> out;
+  while (static_cast<int>(out.size()) < n_new && decoder.remaining() > 0) {
+    const auto emitted = decoder.step(n_new - static_cast<int>(out.size()));
+    out.insert(out.end(), emitted.begin(), emitted.end());
+  }
+  return out;
+}
+
+// Bitwise comparison of a cache's first tokens.size() - 1 ... slots with a fresh prefill of
+// `tokens` (all of them) on the same model.
+inline ::testing::AssertionResult cache_equals_fresh(Transformer& model, const KvCache& cache,
+                                                     const std::vector<Token>& tokens) {
+  if (cache.size() != static_cast<int>(tokens.size())) {
+    return ::testing::AssertionFailure() << "cache holds " << cache.size() << " slots, expected " << tokens.size();
+  }
+  KvCache fresh = model.new_cache(cache.capacity());
+  if (!tokens.empty()) {
+    Batch batch;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      batch.add(tokens[i], static_cast<int32_t>(i), static_cast<int32_t>(i) - 1, 0, false);
+    }
+    Logits logits;
+    KvCache* caches[] = {&fresh};
+    model.forward(batch, caches, logits);
+  }
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(cache.kv_dim());
+  for (int l = 0; l < cache.n_layers(); ++l) {
+    for (int s = 0; s < cache.size(); ++s) {
+      if (std::memcmp(cache.k(l, s), fresh.k(l, s), row_bytes) != 0 ||
+          std::memcmp(cache.v(l, s), fresh.v(l, s), row_bytes) != 0) {
+        return ::testing::AssertionFailure() << "K/V differ at layer " << l << " slot " << s;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace specdec::testing

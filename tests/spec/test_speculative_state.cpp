@@ -1,0 +1,344 @@
+// KV rollback (target and draft caches equal a fresh run bit for bit after any accept/reject
+// history, chains and trees), stops inside accepted runs, the context limit, the vocabulary
+// check and the adaptive draft-length rule.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/testing.h"
+#include "spec/draft_length.h"
+#include "spec/spec_models.h"
+#include "specdec/draft_model.h"
+#include "specdec/error.h"
+#include "specdec/speculative.h"
+
+namespace specdec {
+namespace {
+
+using testing::cache_equals_fresh;
+using testing::generate;
+using testing::greedy_params;
+
+SamplingParams sampled(uint64_t seed) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  s.top_k = 0;
+  s.top_p = 1.0f;
+  s.min_p = 0.0f;
+  s.seed = seed;
+  return s;
+}
+
+// The draft cache must hold a prefix of the committed tokens and equal a fresh prefill of it.
+void expect_drafter_consistent(Transformer& draft_model, const DraftModelDrafter& drafter,
+                               std::span<const Token> committed) {
+  const std::vector<Token> cached(drafter.cached_tokens().begin(), drafter.cached_tokens().end());
+  ASSERT_LE(cached.size(), committed.size());
+  EXPECT_TRUE(std::equal(cached.begin(), cached.end(), committed.begin())) << "draft cache is not a committed prefix";
+  EXPECT_TRUE(cache_equals_fresh(draft_model, drafter.cache(), cached));
+}
+
+void expect_target_consistent(Transformer& target, SpeculativeDecoder& decoder) {
+  const std::vector<Token> committed(decoder.tokens().begin(), decoder.tokens().end() - 1);
+  EXPECT_TRUE(cache_equals_fresh(target, decoder.target_cache(), committed));
+}
+
+TEST(SpeculativeKv, RollbackEqualsFreshRunChainsAndTrees) {
+  const auto& trio = testing::tiny_trio();
+  auto target = testing::load_single_threaded(trio.target);
+  auto draft_model = testing::load_single_threaded(trio.noisy);
+  const uint64_t seed = testing::test_seed("SpeculativeKv.RollbackEqualsFreshRun");
+  for (int tree_nodes : {0, 8}) {
+    DraftModelOptions dopt;
+    dopt.tree_nodes = tree_nodes;
+    dopt.tree_width = 3;
+    dopt.tree_depth = 3;
+    dopt.tree_rule = ChildRule::WithoutReplacement;
+    DraftModelDrafter drafter(*draft_model, dopt);
+    SpecConfig config;
+    config.draft_max = tree_nodes > 0 ? tree_nodes : 4;
+    config.adaptive = false;
+    SpeculativeDecoder decoder(*target, &drafter, config);
+    decoder.begin(std::vector<Token>{1, 40, 41, 42}, sampled(seed));
+    int n_partial = 0, n_deep_branch = 0;
+    for (int s = 0; s < 12; ++s) {
+      decoder.step(100);
+      const auto& info = decoder.last_step();
+      n_partial += info.n_accepted < info.n_drafted ? 1 : 0;
+      n_deep_branch += info.n_accepted >= 2 ? 1 : 0;
+      expect_target_consistent(*target, decoder);
+      expect_drafter_consistent(*draft_model, drafter, decoder.tokens());
+    }
+    EXPECT_GT(n_partial, 0) << "no rejection happened: the test saw no rollback";
+    if (tree_nodes > 0) {
+      EXPECT_GT(n_deep_branch, 0) << "no deep tree branch was accepted";
+    }
+    // Cutting the sequence (a stop string) keeps both caches consistent, and so does a new
+    // request sharing a prefix.
+    decoder.rollback(static_cast<int>(decoder.tokens().size()) - 3);
+    expect_target_consistent(*target, decoder);
+    expect_drafter_consistent(*draft_model, drafter, decoder.tokens());
+    decoder.step(4);
+    expect_target_consistent(*target, decoder);
+    std::vector<Token> next_prompt(decoder.tokens().begin(), decoder.tokens().begin() + 6);
+    next_prompt.push_back(7);
+    decoder.begin(next_prompt, sampled(seed + 1));
+    decoder.step(4);
+    expect_target_consistent(*target, decoder);
+    expect_drafter_consistent(*draft_model, drafter, decoder.tokens());
+  }
+}
+
+// The engine's stop logic, as a helper: generate up to max_tokens, stop at `stop` (a token
+// sequence, included in the output), cutting inside accepted runs with rollback().
+std::vector<Token> generate_with_stop(SpeculativeDecoder& decoder, const std::vector<Token>& prompt,
+                                      const std::vector<Token>& stop, int max_tokens) {
+  decoder.begin(prompt, greedy_params());
+  std::vector<Token> out;
+  while (static_cast<int>(out.size()) < max_tokens && decoder.remaining() > 0) {
+    const auto emitted = decoder.step(max_tokens - static_cast<int>(out.size()));
+    for (Token t : emitted) {
+      out.push_back(t);
+      if (out.size() >= stop.size() && std::equal(stop.begin(), stop.end(), out.end() - static_cast<std::ptrdiff_t>(stop.size()))) {
+        decoder.rollback(static_cast<int>(prompt.size() + out.size()));
+        return out;
+      }
+    }
+  }
+  return out;
+}
+
+TEST(SpeculativeStops, StopsInsideAcceptedRunsEmitWhatPlainDecodingWould) {
+  const auto& trio = testing::tiny_trio();
+  auto target = testing::load_single_threaded(trio.target);
+  const std::vector<Token> prompt = {1, 17, 33};
+  SpeculativeDecoder plain(*target, nullptr);
+  const auto reference = generate(plain, prompt, greedy_params(), 40);
+  // Self-drafting accepts everything, so every stop falls inside an accepted run.
+  DraftModelDrafter drafter(*target);
+  SpecConfig config;
+  config.draft_max = 8;
+  config.adaptive = false;
+  SpeculativeDecoder spec(*target, &drafter, config);
+  for (size_t at : {3u, 7u, 12u}) {
+    // "EOS" (a single stop token: its first occurrence) and a two-token stop sequence.
+    const std::vector<std::vector<Token>> stops = {{reference[at]}, {reference[at - 1], reference[at]}};
+    for (const auto& stop : stops) {
+      const auto expected = generate_with_stop(plain, prompt, stop, 40);
+      const auto got = generate_with_stop(spec, prompt, stop, 40);
+      EXPECT_EQ(got, expected) << "stop at " << at;
+      EXPECT_EQ(std::vector<Token>(spec.tokens().begin() + 3, spec.tokens().end()), got);
+      expect_target_consistent(*target, spec);
+      // A following request on the same context continues exactly like a fresh decoder.
+      std::vector<Token> follow(spec.tokens().begin(), spec.tokens().end());
+      follow.push_back(9);
+      SpeculativeDecoder fresh(*target, nullptr);
+      EXPECT_EQ(generate(spec, follow, greedy_params(), 10), generate(fresh, follow, greedy_params(), 10));
+    }
+  }
+  // max_tokens inside an accepted run.
+  for (int max_tokens : {1, 2, 3, 5, 9, 10, 17}) {
+    EXPECT_EQ(generate(spec, prompt, greedy_params(), max_tokens),
+              std::vector<Token>(reference.begin(), reference.begin() + max_tokens))
+        << "max_tokens " << max_tokens;
+    EXPECT_EQ(spec.tokens().size(), prompt.size() + static_cast<size_t>(max_tokens));
+  }
+}
+
+TEST(SpeculativeStops, ContextLimitWhileDrafting) {
+  const auto& trio = testing::tiny_trio();
+  auto target = testing::load_single_threaded(trio.target);
+  auto draft_model = testing::load_single_threaded(trio.noisy);
+  const std::vector<Token> prompt = {1, 50, 60, 70, 80};
+  for (int n_ctx : {6, 7, 13, 24}) {
+    SpeculativeDecoder plain(*target, nullptr, {}, n_ctx);
+    DraftModelDrafter self(*target), noisy(*draft_model);
+    for (Drafter* drafter : {static_cast<Drafter*>(&self), static_cast<Drafter*>(&noisy)}) {
+      SpecConfig config;
+      config.draft_max = 8;
+      config.adaptive = false;
+      SpeculativeDecoder spec(*target, drafter, config, n_ctx);
+      const auto expected = generate(plain, prompt, greedy_params(), 100);
+      const auto got = generate(spec, prompt, greedy_params(), 100);
+      EXPECT_EQ(got, expected) << "n_ctx " << n_ctx;
+      EXPECT_EQ(static_cast<int>(prompt.size() + got.size()), n_ctx);
+      EXPECT_THROW(spec.step(1), Error);  // context full
+    }
+  }
+}
+
+TEST(SpeculativeDecoder, RejectsBadConfigAndCalls) {
+  const auto& trio = testing::tiny_trio();
+  auto target = testing::load_single_threaded(trio.target);
+  SpecConfig bad;
+  bad.draft_min = 5;
+  bad.draft_max = 2;
+  EXPECT_THROW(SpeculativeDecoder(*target, nullptr, bad), Error);
+  bad = SpecConfig{};
+  bad.lenience = 0.0f;
+  EXPECT_THROW(SpeculativeDecoder(*target, nullptr, bad), Error);
+  SpeculativeDecoder decoder(*target, nullptr, {}, 16);
+  EXPECT_THROW(decoder.step(1), Error);  // before begin
+  EXPECT_THROW(decoder.begin(std::vector<Token>{}, greedy_params()), Error);
+  EXPECT_THROW(decoder.begin(std::vector<Token>(17, 1), greedy_params()), Error);
+  decoder.begin(std::vector<Token>{1, 2}, greedy_params());
+  EXPECT_THROW(decoder.step(0), Error);
+  EXPECT_THROW(decoder.rollback(0), Error);
+  EXPECT_THROW(decoder.rollback(3), Error);
+}
+
+// --- vocabulary check ---------------------------------------------------------------------
+
+VocabView view_of(const std::vector<std::string>& tokens) {
+  VocabView v;
+  v.model = "llama";
+  v.n_vocab = static_cast<int>(tokens.size());
+  v.text = [tokens](Token id) { return tokens[static_cast<size_t>(id)]; };
+  v.special.bos = 1;
+  v.special.eos = 2;
+  return v;
+}
+
+TEST(VocabCheck, AcceptsPaddedAndSlightlyShorterDrafts) {
+  std::vector<std::string> target = {"<unk>", "<s>", "</s>", "a", "b", "c"};
+  auto padded = target;
+  padded.push_back("[PAD0]");
+  padded.push_back("[PAD1]");
+  EXPECT_NO_THROW(check_vocab_compatible(view_of(target), view_of(padded)));
+  auto shorter = target;
+  shorter.pop_back();
+  EXPECT_NO_THROW(check_vocab_compatible(view_of(target), view_of(shorter)));
+  EXPECT_THROW(check_vocab_compatible(view_of(target), view_of(shorter), 0), Error);
+}
+
+TEST(VocabCheck, RejectsADifferentTokenizerNamingTheToken) {
+  std::vector<std::string> target = {"<unk>", "<s>", "</s>", "a", "b", "c"};
+  auto other = target;
+  other[4] = "x";
+  try {
+    check_vocab_compatible(view_of(target), view_of(other));
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("token 4"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'x'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'b'"), std::string::npos) << msg;
+  }
+  auto bad_eos = view_of(target);
+  bad_eos.special.eos = 3;
+  EXPECT_THROW(check_vocab_compatible(view_of(target), bad_eos), Error);
+}
+
+TEST(VocabCheck, RealTokenizersFromGguf) {
+  SPECDEC_FIXTURE(stories, "models/stories260K.gguf");
+  testing::TinyModelSpec spec;
+  spec.n_vocab = 300;
+  const std::string a = testing::make_random_llama("vocab_a.gguf", spec);
+  spec.n_vocab = 310;
+  spec.seed = 3;
+  const std::string padded = testing::make_random_llama("vocab_padded.gguf", spec);
+  auto ta = testing::load_single_threaded(a);
+  auto tp = testing::load_single_threaded(padded);
+  auto ts = testing::load_single_threaded(stories);
+  const auto tok_a = Tokenizer::from_gguf(ta->gguf());
+  const auto tok_p = Tokenizer::from_gguf(tp->gguf());
+  const auto tok_s = Tokenizer::from_gguf(ts->gguf());
+  EXPECT_NO_THROW(check_vocab_compatible(VocabView::of(*tok_a), VocabView::of(*tok_p)));
+  EXPECT_THROW(check_vocab_compatible(VocabView::of(*tok_s), VocabView::of(*tok_a)), Error);
+  // A padded draft model drafts only ids the target has (its extra logits are masked).
+  DraftModelOptions dopt;
+  dopt.n_vocab_target = ta->config().n_vocab;
+  DraftModelDrafter drafter(*tp, dopt);
+  SpecConfig config;
+  config.adaptive = false;
+  SpeculativeDecoder decoder(*ta, &drafter, config);
+  SpeculativeDecoder plain(*ta, nullptr);
+  EXPECT_EQ(generate(decoder, {1, 20}, greedy_params(), 20), generate(plain, {1, 20}, greedy_params(), 20));
+  SamplingParams s = sampled(4);
+  s.temperature = 1.5f;
+  EXPECT_NO_THROW(generate(decoder, {1, 20}, s, 30));
+}
+
+// --- adaptive draft length ----------------------------------------------------------------
+
+TEST(DraftLength, ChoosesKFromAcceptanceAndCosts) {
+  DraftLengthController high;
+  for (int i = 0; i < 200; ++i) high.observe_acceptance(8, 8);
+  high.observe_verify(1, 1.0);
+  for (int m = 2; m <= 9; ++m) high.observe_verify(m, 1.0 + 0.01 * m);
+  high.observe_draft(4, 0.04);  // c_draft = 0.01
+  EXPECT_GT(high.alpha(1), 0.95);
+  EXPECT_NEAR(high.c_draft(), 0.01, 1e-9);
+  EXPECT_EQ(high.choose(0, 8), 8);
+
+  DraftLengthController low;
+  for (int i = 0; i < 200; ++i) low.observe_acceptance(4, 0);
+  low.observe_verify(1, 1.0);
+  low.observe_verify(5, 2.0);
+  low.observe_draft(4, 1.0);  // c_draft = 0.25
+  EXPECT_LT(low.alpha(1), 0.05);
+  EXPECT_EQ(low.choose(0, 8), 0);
+  EXPECT_EQ(low.choose(2, 8), 2);
+
+  // Middle: alpha = 0.8, c = 0.1, linear verify cost 1 + 0.1 (M - 1): check against brute force.
+  DraftLengthController mid;
+  for (int i = 0; i < 1000; ++i) mid.observe_acceptance(1, i % 5 != 0 ? 1 : 0);
+  for (int m = 1; m <= 12; ++m) mid.observe_verify(m, 1.0 + 0.1 * (m - 1));
+  mid.observe_draft(1, 0.1);
+  int best = 0;
+  double best_rate = 0;
+  for (int k = 0; k <= 10; ++k) {
+    const double rate = mid.expected_tokens(k) / (k * 0.1 + 1.0 + 0.1 * k);
+    if (rate > best_rate) {
+      best_rate = rate;
+      best = k;
+    }
+  }
+  EXPECT_NEAR(mid.verify_cost(5), 1.4, 1e-9);
+  EXPECT_EQ(mid.choose(0, 10), best);
+  EXPECT_GT(best, 0);
+  EXPECT_LT(best, 10);
+}
+
+TEST(DraftLength, VerifyCostFromALineWhenOneRowIsUnmeasured) {
+  DraftLengthController c;
+  EXPECT_EQ(c.verify_cost(4), 1.0);  // nothing known
+  c.observe_verify(3, 3.0);
+  c.observe_verify(5, 5.0);
+  EXPECT_NEAR(c.single_row_seconds(), 1.0, 1e-9);
+  EXPECT_NEAR(c.verify_cost(5), 5.0, 1e-9);
+}
+
+TEST(SpeculativeStats, ReportsPassesAcceptanceAndCosts) {
+  const auto& trio = testing::tiny_trio();
+  auto target = testing::load_single_threaded(trio.target);
+  auto draft_model = testing::load_single_threaded(trio.noisy);
+  DraftModelDrafter drafter(*draft_model);
+  SpecConfig config;
+  config.draft_max = 4;
+  config.probe_interval = 8;
+  SpeculativeDecoder decoder(*target, &drafter, config);
+  const auto out = generate(decoder, {1, 3, 4}, greedy_params(), 60);
+  const SpecStats& s = decoder.stats();
+  EXPECT_EQ(s.n_emitted, 60);
+  EXPECT_EQ(s.n_emitted, s.n_accepted + s.n_target_passes);  // one target token per pass
+  EXPECT_GT(s.n_drafted, 0);
+  EXPECT_GT(s.c_draft, 0.0);
+  EXPECT_GT(s.verify_cost, 0.0);
+  EXPECT_GT(s.target_row_seconds, 0.0);
+  EXPECT_GT(s.tokens_per_second(), 0.0);
+  ASSERT_FALSE(s.acceptance_by_position().empty());
+  EXPECT_LE(s.drafted_by_pos[0], s.n_target_passes);  // probes are plain steps
+  EXPECT_LE(s.accepted_by_pos[0], s.drafted_by_pos[0]);
+  EXPECT_FALSE(s.lossy);
+  std::printf("[measure] stats: passes %lld drafted %lld accepted %lld rate %.3f tokens/pass %.2f c_draft %.3f "
+              "verify_cost %.3f\n",
+              static_cast<long long>(s.n_target_passes), static_cast<long long>(s.n_drafted),
+              static_cast<long long>(s.n_accepted), s.acceptance_rate(), s.mean_tokens_per_pass(), s.c_draft,
+              s.verify_cost);
+}
+
+}  // namespace
+}  // namespace specdec
