@@ -64,8 +64,12 @@ struct GgufTensorInfo {
 class GgufFile {
  public:
   // Maps and parses `path`. Throws Error for I/O problems and malformed files.
+  // Guarantees: every tensor's [data, data + n_bytes) lies inside the mapping, its type is known,
+  // dims[0] is a multiple of the block size, offsets are multiples of alignment(); keys and
+  // tensor names are unique. Cost: O(header size); tensor data is mapped, not read.
   static std::unique_ptr<GgufFile> open(const std::string& path);
   // Parses an in-memory image (not copied: `data` must outlive the object). For fuzzing/tests.
+  // `name` stands for the path in error messages. Same guarantees as open().
   static std::unique_ptr<GgufFile> parse(const uint8_t* data, size_t size, const std::string& name);
   ~GgufFile();
 

@@ -72,6 +72,11 @@ struct RopeParams {
   RopeLayout layout = RopeLayout::Norm;
 };
 void rope(float* x, int n_heads, int head_dim, int pos, const RopeParams& p);
+// The same in two steps, so a forward pass computes each row's angles once for all layers:
+// rope_cos_sin fills cos_sin (n_rot / 2, 2) for `pos`; rope_apply rotates with it. Together they
+// give exactly rope()'s bits. Cost: n_rot / 2 cos+sin, then O(n_heads * n_rot).
+void rope_cos_sin(int pos, const RopeParams& p, float* cos_sin);
+void rope_apply(float* x, int n_heads, int head_dim, const float* cos_sin, const RopeParams& p);
 
 // ---- attention for the M query rows of ONE sequence over that sequence's cache
 // Row i sees the cache slots [0, n_prefix) in order, then extra_slots[extra_begin[i] ..

@@ -57,6 +57,9 @@ struct SpecStats {
   std::vector<int64_t> accepted_by_pos;  // (max position) [k-1]: steps that accepted depth k
   double decode_seconds = 0.0;   // time inside step()
   double prefill_seconds = 0.0;  // time inside begin()
+  // The costs need a measured 1-row forward: adaptive mode takes a plain step every
+  // probe_interval steps; with a fixed K they read 0 (unknown) unless plain steps happened (a
+  // benchmark can take the 1-row time from a plain run).
   double c_draft = 0.0;          // measured draft-token time / 1-row target forward time (0: unknown)
   double verify_cost = 0.0;      // mean over verify passes of t(M) / t(1) (0: unknown)
   double target_row_seconds = 0.0;  // measured (or fitted) 1-row target forward time

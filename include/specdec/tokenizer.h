@@ -68,6 +68,8 @@ class StreamingDetokenizer {
   std::string flush();
   // Start of a new text (the next piece is at the start: its SentencePiece leading space is dropped).
   void reset();
+  // The next piece continues earlier text (e.g. the prompt): its leading space is kept.
+  void resume() { at_start_ = false; }
 
  private:
   const Tokenizer& tokenizer_;

@@ -77,6 +77,13 @@ GenerateResult Engine::generate(const GenerateRequest& request, const StreamCall
   for (const auto& stop : request.stop) max_stop = std::max(max_stop, stop.size());
 
   StreamingDetokenizer detok(*tokenizer_);
+  // Generated text continues the prompt: keep the leading space of the first generated word
+  // unless the prompt has no text at all (only BOS).
+  for (Token t : prompt)
+    if (!tokenizer_->token_to_piece(t).empty()) {
+      detok.resume();
+      break;
+    }
   std::string& text = result.text;  // all complete generated text so far
   size_t released = 0;
   bool finished = false, cancelled = false, stop_string = false;

@@ -1,10 +1,12 @@
 // kernels/attention.cpp — scaled dot-product attention of M query rows of one sequence over
 // its KV cache, with grouped-query heads and per-row extra (tree ancestor) slots.
 //
-// Work split: one task per (kv head, tile of up to kRowTile query rows). Within a task the
-// queries of the group's heads for all rows of the tile are gathered into (n_q, head_dim); each
-// cached prefix K/V row is then read once for all of them, and each row's extra slots for that
-// row's heads only. Every query computes its scores, softmax and weighted V sum over its
+// Work split: one task per (kv head, tile of up to kRowTile query rows), and when that gives
+// fewer tasks than threads, per part of the kv head's query heads. Within a task the queries
+// of its heads for all rows of the tile are gathered into (n_q, head_dim); each K/V row that
+// all rows of the tile see at the same logical index (the cached prefix, and the leading
+// ancestors they share) is read once for all of them, and each row's other extra slots for
+// that row's heads only. Every query computes its scores, softmax and weighted V sum over its
 // visible keys in logical order (prefix 0..n_prefix-1, then its extras in the given order)
 // with the same per-query inner loops, so neither M, the tiling, the slot numbers nor the
 // thread count change a bit of the result.
@@ -75,26 +77,40 @@ void validate(const AttentionShape& shape, const AttentionRows& rows) {
   SPECDEC_CHECK(rows.extra_begin[rows.n_rows] == 0 || rows.extra_slots != nullptr, "attention: extra_slots missing");
 }
 
-// One (kv head, row tile) task.
+// One task: query heads [head_begin, head_begin + n_task_heads) of one kv head, for the rows
+// [row_begin, row_end). Keys every row of the tile sees at the same logical index (the cached
+// prefix, then the leading extras the rows have in common, e.g. a chain's earlier rows) are
+// read once for all queries of the task; the rest per row.
 void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const InnerLoops& loops,
-                 int kv_head, int row_begin, int row_end, const float* q, const float* k,
-                 const float* v, size_t kv_stride, float* out) {
+                 int kv_head, int head_begin, int n_task_heads, int row_begin, int row_end,
+                 const float* q, const float* k, const float* v, size_t kv_stride, float* out) {
   const int head_dim = shape.head_dim;
-  const int group = shape.n_heads / shape.n_kv_heads;
   const int n_tile_rows = row_end - row_begin;
-  const int n_q = n_tile_rows * group;
+  const int n_q = n_tile_rows * n_task_heads;
   const size_t q_row_stride = static_cast<size_t>(shape.n_heads) * head_dim;
+  const size_t head_bytes = sizeof(float) * static_cast<size_t>(n_task_heads) * head_dim;
   const size_t kv_offset = static_cast<size_t>(kv_head) * head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const int n_prefix = rows.n_prefix;
+  const int* first_extras = rows.extra_slots + rows.extra_begin[row_begin];
 
   int max_extra = 0;
+  int n_shared_extra = rows.extra_begin[row_begin + 1] - rows.extra_begin[row_begin];
   for (int r = row_begin; r < row_end; ++r) {
-    max_extra = std::max(max_extra, rows.extra_begin[r + 1] - rows.extra_begin[r]);
+    const int n_extra = rows.extra_begin[r + 1] - rows.extra_begin[r];
+    max_extra = std::max(max_extra, n_extra);
+    const int* extras = rows.extra_slots + rows.extra_begin[r];
+    int common = 0;
+    while (common < std::min(n_extra, n_shared_extra) && extras[common] == first_extras[common]) ++common;
+    n_shared_extra = common;
   }
+  const int n_shared = n_prefix + n_shared_extra;  // keys at logical index j < n_shared are common
+  auto shared_slot = [&](int j) -> size_t {
+    return static_cast<size_t>(j < n_prefix ? j : first_extras[j - n_prefix]);
+  };
   const size_t max_visible = static_cast<size_t>(n_prefix) + max_extra;
 
-  thread_local std::vector<float> queries;  // (n_q, head_dim): row-major over (tile row, group head)
+  thread_local std::vector<float> queries;  // (n_q, head_dim): row-major over (tile row, task head)
   thread_local std::vector<float> outputs;  // (n_q, head_dim)
   thread_local std::vector<float> scores;   // (n_q, max_visible)
   queries.resize(static_cast<size_t>(n_q) * head_dim);
@@ -102,54 +118,50 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
   scores.resize(static_cast<size_t>(n_q) * max_visible);
 
   for (int r = 0; r < n_tile_rows; ++r) {
-    const float* src = q + static_cast<size_t>(row_begin + r) * q_row_stride +
-                       static_cast<size_t>(kv_head) * group * head_dim;
-    std::memcpy(queries.data() + static_cast<size_t>(r) * group * head_dim, src,
-                sizeof(float) * group * head_dim);
+    const float* src = q + static_cast<size_t>(row_begin + r) * q_row_stride + static_cast<size_t>(head_begin) * head_dim;
+    std::memcpy(queries.data() + static_cast<size_t>(r) * n_task_heads * head_dim, src, head_bytes);
   }
 
-  // Scores: the shared prefix for all queries, then each row's extras for its own heads.
-  for (int j = 0; j < n_prefix; ++j) {
-    loops.scores(queries.data(), n_q, k + j * kv_stride + kv_offset, head_dim, scale,
+  // Scores: the shared keys for all queries, then each row's own remaining extras.
+  for (int j = 0; j < n_shared; ++j) {
+    loops.scores(queries.data(), n_q, k + shared_slot(j) * kv_stride + kv_offset, head_dim, scale,
                  scores.data() + j, max_visible);
   }
   for (int r = 0; r < n_tile_rows; ++r) {
     const int first = rows.extra_begin[row_begin + r], last = rows.extra_begin[row_begin + r + 1];
-    const float* row_queries = queries.data() + static_cast<size_t>(r) * group * head_dim;
-    float* row_scores = scores.data() + static_cast<size_t>(r) * group * max_visible;
-    for (int e = first; e < last; ++e) {
+    const float* row_queries = queries.data() + static_cast<size_t>(r) * n_task_heads * head_dim;
+    float* row_scores = scores.data() + static_cast<size_t>(r) * n_task_heads * max_visible;
+    for (int e = first + n_shared_extra; e < last; ++e) {
       const size_t slot = static_cast<size_t>(rows.extra_slots[e]);
-      loops.scores(row_queries, group, k + slot * kv_stride + kv_offset, head_dim, scale,
+      loops.scores(row_queries, n_task_heads, k + slot * kv_stride + kv_offset, head_dim, scale,
                    row_scores + n_prefix + (e - first), max_visible);
     }
   }
   // Softmax of each query over its own visible keys.
   for (int r = 0; r < n_tile_rows; ++r) {
     const int n_visible = n_prefix + rows.extra_begin[row_begin + r + 1] - rows.extra_begin[row_begin + r];
-    for (int h = 0; h < group; ++h) {
-      softmax(scores.data() + (static_cast<size_t>(r) * group + h) * max_visible, n_visible);
+    for (int h = 0; h < n_task_heads; ++h) {
+      softmax(scores.data() + (static_cast<size_t>(r) * n_task_heads + h) * max_visible, n_visible);
     }
   }
   // Weighted sum of V in the same logical order.
-  for (int j = 0; j < n_prefix; ++j) {
-    loops.accumulate(scores.data() + j, max_visible, n_q, v + j * kv_stride + kv_offset, head_dim,
+  for (int j = 0; j < n_shared; ++j) {
+    loops.accumulate(scores.data() + j, max_visible, n_q, v + shared_slot(j) * kv_stride + kv_offset, head_dim,
                      outputs.data());
   }
   for (int r = 0; r < n_tile_rows; ++r) {
     const int first = rows.extra_begin[row_begin + r], last = rows.extra_begin[row_begin + r + 1];
-    float* row_outputs = outputs.data() + static_cast<size_t>(r) * group * head_dim;
-    const float* row_scores = scores.data() + static_cast<size_t>(r) * group * max_visible;
-    for (int e = first; e < last; ++e) {
+    float* row_outputs = outputs.data() + static_cast<size_t>(r) * n_task_heads * head_dim;
+    const float* row_scores = scores.data() + static_cast<size_t>(r) * n_task_heads * max_visible;
+    for (int e = first + n_shared_extra; e < last; ++e) {
       const size_t slot = static_cast<size_t>(rows.extra_slots[e]);
-      loops.accumulate(row_scores + n_prefix + (e - first), max_visible, group,
+      loops.accumulate(row_scores + n_prefix + (e - first), max_visible, n_task_heads,
                        v + slot * kv_stride + kv_offset, head_dim, row_outputs);
     }
   }
   for (int r = 0; r < n_tile_rows; ++r) {
-    float* dst = out + static_cast<size_t>(row_begin + r) * q_row_stride +
-                 static_cast<size_t>(kv_head) * group * head_dim;
-    std::memcpy(dst, outputs.data() + static_cast<size_t>(r) * group * head_dim,
-                sizeof(float) * group * head_dim);
+    float* dst = out + static_cast<size_t>(row_begin + r) * q_row_stride + static_cast<size_t>(head_begin) * head_dim;
+    std::memcpy(dst, outputs.data() + static_cast<size_t>(r) * n_task_heads * head_dim, head_bytes);
   }
 }
 
@@ -160,14 +172,25 @@ void attention(const AttentionShape& shape, const AttentionRows& rows, const flo
   validate(shape, rows);
   if (rows.n_rows == 0) return;
   const InnerLoops loops = inner_loops_for(active_isa());
+  const int group = shape.n_heads / shape.n_kv_heads;
   const int n_tiles = (rows.n_rows + kRowTile - 1) / kRowTile;
-  const int n_tasks = n_tiles * shape.n_kv_heads;
+  // Few rows and kv heads (decoding): also split each group's query heads so every thread
+  // has work. Any split gives the same bits: queries are independent.
+  const int n_threads = pool ? pool->size() : 1;
+  int n_head_splits = 1;
+  while (n_head_splits < group && n_tiles * shape.n_kv_heads * n_head_splits < n_threads) {
+    do { ++n_head_splits; } while (group % n_head_splits != 0);
+  }
+  const int n_task_heads = group / n_head_splits;
+  const int n_tasks = n_tiles * shape.n_kv_heads * n_head_splits;
   auto run_task = [&](int task, int /*thread*/) {
-    const int kv_head = task % shape.n_kv_heads;
-    const int tile = task / shape.n_kv_heads;
+    const int split = task % n_head_splits;
+    const int kv_head = task / n_head_splits % shape.n_kv_heads;
+    const int tile = task / n_head_splits / shape.n_kv_heads;
     const int row_begin = tile * kRowTile;
     const int row_end = std::min(rows.n_rows, row_begin + kRowTile);
-    attend_tile(shape, rows, loops, kv_head, row_begin, row_end, q, k, v, kv_stride, out);
+    attend_tile(shape, rows, loops, kv_head, kv_head * group + split * n_task_heads, n_task_heads, row_begin,
+                row_end, q, k, v, kv_stride, out);
   };
   if (pool == nullptr || pool->size() <= 1 || n_tasks == 1) {
     for (int t = 0; t < n_tasks; ++t) run_task(t, 0);

@@ -30,7 +30,6 @@ struct ActStorage {
 
 struct ScratchStorage {
   std::vector<int8_t> q;           // (n_pad)
-  std::vector<float> lane_scale;   // (n_pad / 4)
   std::vector<float> scale16;      // (n_groups_pad)
   std::vector<float> min16;        // (n_groups_pad)
   std::vector<float> coef16;       // (n_groups_pad)
@@ -60,7 +59,6 @@ UnpackedRow thread_scratch(int64_t n_in) {
   const int64_t n_pad = padded_values(n_in), n_groups_pad = padded_groups(n_in);
   UnpackedRow u;
   u.q = sized(s.q, n_pad);
-  u.lane_scale = sized(s.lane_scale, n_pad / 4);
   u.scale16 = sized(s.scale16, n_groups_pad);
   u.min16 = sized(s.min16, n_groups_pad);
   u.coef16 = sized(s.coef16, n_groups_pad);

@@ -2,8 +2,8 @@
 // active_isa() == Isa::Avx2. Only raw pointers cross this file's boundary.
 //
 // Per-row operation order (fixed for every M, tile position and thread count):
-//  - float weights: two accumulators of 8 lanes, even 8-value steps into the first, odd ones
-//    into the second (a zero-padded tail step takes the next turn); y = hsum(a0 + a1).
+//  - float weights: one accumulator of 8 lanes, acc = fma(w, x, acc) per 8 values in order,
+//    a zero-padded tail last; y = hsum(acc). Tiles of 2 weight rows x 4 activation rows.
 //  - quantized weights: per 32 values, dp = madd16(maddubs(|q|, sign(a, q)), 1) (exact int32 per
 //    group of 4), acc = fma(float(dp) * d, scale, acc); for types with an additive term,
 //    c = sum over groups of 16 of min16 * s16; y = hsum(acc) + hsum(c).
@@ -20,7 +20,8 @@ namespace {
 // Local helper: no std:: templates in wide-ISA files (their weak copies could be picked by the linker).
 inline int min_rows(int a, int b) { return a < b ? a : b; }
 
-constexpr int kTileRows = 4;
+constexpr int kTileRows = 4;           // activation rows per tile
+constexpr int kFloatTileWeights = 2;   // weight rows per float tile
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -44,61 +45,79 @@ inline __m256 load_w(const uint8_t* row) {
 template <DType T>
 constexpr int64_t weight_bytes() { return T == DType::F32 ? 4 : 2; }
 
-// y[r][o] for rows r < R of x (x and y point at the tile's first row).
-template <DType T, int R>
-void float_tile(const uint8_t* row, const float* x, int64_t n_in, float* y, int64_t n_out) {
+// y[r][o + k] for rows r < R of x and weight rows k < W (x and y point at the tile's first row
+// and output). One accumulator per (row, output): acc = fma(w[i..i+8), x[i..i+8), acc) for
+// i = 0, 8, ..., a zero-padded tail last; y = hsum(acc). The same for every W and R.
+template <DType T, int W, int R>
+void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float* y, int64_t n_out) {
   constexpr int64_t wb = weight_bytes<T>();
-  __m256 acc0[R], acc1[R];
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  __m256 acc[W][R];
+#pragma GCC unroll 8
+  for (int k = 0; k < W; ++k)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[k][r] = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 16 <= n_in; i += 16) {
-    const __m256 w0 = load_w<T>(row + i * wb), w1 = load_w<T>(row + (i + 8) * wb);
+  for (; i + 8 <= n_in; i += 8) {
+    __m256 wv[W];
+#pragma GCC unroll 8
+    for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k] + i * wb);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      acc0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + r * n_in + i), acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + r * n_in + i + 8), acc1[r]);
+      const __m256 xv = _mm256_loadu_ps(x + r * n_in + i);
+#pragma GCC unroll 8
+      for (int k = 0; k < W; ++k) acc[k][r] = _mm256_fmadd_ps(wv[k], xv, acc[k][r]);
     }
-  }
-  bool odd = false;
-  if (i + 8 <= n_in) {
-    const __m256 w0 = load_w<T>(row + i * wb);
-    for (int r = 0; r < R; ++r) acc0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + r * n_in + i), acc0[r]);
-    i += 8;
-    odd = true;
   }
   if (i < n_in) {
     const int64_t n_tail = n_in - i;
-    alignas(32) uint8_t wtail[32] = {};
-    std::memcpy(wtail, row + i * wb, static_cast<size_t>(n_tail * wb));
-    const __m256 wt = load_w<T>(wtail);
+    __m256 wv[W];
+    for (int k = 0; k < W; ++k) {
+      alignas(32) uint8_t wtail[32] = {};
+      std::memcpy(wtail, rows[k] + i * wb, static_cast<size_t>(n_tail * wb));
+      wv[k] = load_w<T>(wtail);
+    }
     for (int r = 0; r < R; ++r) {
       alignas(32) float xtail[8] = {};
       std::memcpy(xtail, x + r * n_in + i, static_cast<size_t>(n_tail) * sizeof(float));
-      const __m256 xt = _mm256_load_ps(xtail);
-      if (odd) {
-        acc1[r] = _mm256_fmadd_ps(wt, xt, acc1[r]);
-      } else {
-        acc0[r] = _mm256_fmadd_ps(wt, xt, acc0[r]);
-      }
+      const __m256 xv = _mm256_load_ps(xtail);
+      for (int k = 0; k < W; ++k) acc[k][r] = _mm256_fmadd_ps(wv[k], xv, acc[k][r]);
     }
   }
-  for (int r = 0; r < R; ++r) y[r * n_out] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+#pragma GCC unroll 8
+  for (int k = 0; k < W; ++k)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) y[r * n_out + k] = hsum(acc[k][r]);
 }
 
+template <DType T, int W>
+void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o) {
+  const WeightMatrix& w = *job.w;
+  for (int r0 = 0; r0 < job.M; r0 += kTileRows) {
+    const float* x = job.x + r0 * w.n_in;
+    float* y = job.y + r0 * w.n_out + o;
+    switch (min_rows(kTileRows, job.M - r0)) {
+      case 1: float_tile<T, W, 1>(rows, x, w.n_in, y, w.n_out); break;
+      case 2: float_tile<T, W, 2>(rows, x, w.n_in, y, w.n_out); break;
+      case 3: float_tile<T, W, 3>(rows, x, w.n_in, y, w.n_out); break;
+      default: float_tile<T, W, 4>(rows, x, w.n_in, y, w.n_out); break;
+    }
+  }
+}
+
+// Weight rows in pairs (the last one alone), each applied to all M rows in tiles of up to 4.
 template <DType T>
 void float_range(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
-  for (int64_t o = job.o_begin; o < job.o_end; ++o) {
-    const uint8_t* row = static_cast<const uint8_t*>(w.data) + o * w.row_bytes;
-    for (int r0 = 0; r0 < job.M; r0 += kTileRows) {
-      const float* x = job.x + r0 * w.n_in;
-      float* y = job.y + r0 * w.n_out + o;
-      switch (min_rows(kTileRows, job.M - r0)) {
-        case 1: float_tile<T, 1>(row, x, w.n_in, y, w.n_out); break;
-        case 2: float_tile<T, 2>(row, x, w.n_in, y, w.n_out); break;
-        case 3: float_tile<T, 3>(row, x, w.n_in, y, w.n_out); break;
-        default: float_tile<T, 4>(row, x, w.n_in, y, w.n_out); break;
-      }
-    }
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  int64_t o = job.o_begin;
+  for (; o + kFloatTileWeights <= job.o_end; o += kFloatTileWeights) {
+    const uint8_t* rows[kFloatTileWeights];
+    for (int k = 0; k < kFloatTileWeights; ++k) rows[k] = base + (o + k) * w.row_bytes;
+    float_tiles<T, kFloatTileWeights>(rows, job, o);
+  }
+  for (; o < job.o_end; ++o) {
+    const uint8_t* row = base + o * w.row_bytes;
+    float_tiles<T, 1>(&row, job, o);
   }
 }
 
@@ -110,12 +129,18 @@ void quant_tile(const UnpackedRow& u, bool has_min, const QuantizedActs& acts, i
   const float* da = acts.lane_scale + r0 * n_lanes;        // (R, n_pad / 4)
   const float* s16 = acts.sums16 + r0 * n_groups;          // (R, n_groups_pad)
   const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
   __m256 acc[R];
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n_pad; i += 32) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u.q + i));
     const __m256i q_abs = _mm256_sign_epi8(q, q);
-    const __m256 ws = _mm256_loadu_ps(u.lane_scale + i / 4);
+    // scale of each group of 4 values: scale16[g] for lanes 0-3, scale16[g + 1] for lanes 4-7
+    const __m256 ws = _mm256_permutevar8x32_ps(
+        _mm256_castps128_ps256(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(u.scale16 + i / 16)))),
+        spread);
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + r * n_pad + i));
       const __m256i p16 = _mm256_maddubs_epi16(q_abs, _mm256_sign_epi8(av, q));
@@ -125,15 +150,19 @@ void quant_tile(const UnpackedRow& u, bool has_min, const QuantizedActs& acts, i
     }
   }
   if (!has_min) {
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) y[r * n_out] = hsum(acc[r]);
     return;
   }
   __m256 cacc[R];
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) cacc[r] = _mm256_setzero_ps();
   for (int64_t g = 0; g < n_groups; g += 8) {
     const __m256 mn = _mm256_loadu_ps(u.min16 + g);
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) cacc[r] = _mm256_fmadd_ps(mn, _mm256_loadu_ps(s16 + r * n_groups + g), cacc[r]);
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) y[r * n_out] = hsum(acc[r]) + hsum(cacc[r]);
 }
 

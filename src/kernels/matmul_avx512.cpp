@@ -2,8 +2,8 @@
 // through active_isa() == Isa::Avx512. Only raw pointers cross this file's boundary.
 //
 // Per-row operation order (fixed for every M, tile position and thread count):
-//  - float weights: two accumulators of 16 lanes, even 16-value steps into the first, odd ones
-//    into the second (the masked tail goes to the accumulator whose turn it is); y = reduce(a0 + a1).
+//  - float weights: one accumulator of 16 lanes, acc = fma(w, x, acc) per 16 values in order,
+//    the masked tail last; y = hsum(acc). Tiles of 4 weight rows x 6 activation rows.
 //  - quantized weights: per 64 values, dp = vpdpbusd(q + 128, a) (exact int32 per group of 4),
 //    acc = fma(float(dp) * d, scale, acc); then c = sum over groups of 16 of
 //    (min16 - 128 * scale16) * s16 (this also removes the +128 bias); y = reduce(acc) + reduce(c).
@@ -23,7 +23,9 @@ namespace {
 // Local helper: no std:: templates in wide-ISA files (their weak copies could be picked by the linker).
 inline int min_rows(int a, int b) { return a < b ? a : b; }
 
-constexpr int kTileRows = 8;
+constexpr int kTileRows = 8;           // activation rows per quantized tile
+constexpr int kFloatTileRows = 6;      // activation rows per float tile
+constexpr int kFloatTileWeights = 4;   // weight rows per float tile
 
 // Horizontal sum in a fixed order (own code: GCC 12's _mm512_reduce_add_ps warns).
 inline float hsum(__m512 v) {
@@ -58,60 +60,78 @@ inline __m512 load_w_masked(const uint8_t* row, int64_t i, __mmask16 m) {
   }
 }
 
-// y[r][o] for rows r < R of x (x and y point at the tile's first row).
-template <DType T, int R>
-void float_tile(const uint8_t* row, const float* x, int64_t n_in, float* y, int64_t n_out) {
-  __m512 acc0[R], acc1[R];
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+// y[r][o + k] for rows r < R of x and weight rows k < W (x and y point at the tile's first row
+// and output). One accumulator per (row, output): acc = fma(w[i..i+16), x[i..i+16), acc) for
+// i = 0, 16, ..., the masked tail last; y = hsum(acc). The same for every W and R.
+template <DType T, int W, int R>
+void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float* y, int64_t n_out) {
+  __m512 acc[W][R];
+#pragma GCC unroll 8
+  for (int k = 0; k < W; ++k)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[k][r] = _mm512_setzero_ps();
   int64_t i = 0;
-  for (; i + 32 <= n_in; i += 32) {
-    const __m512 w0 = load_w<T>(row, i), w1 = load_w<T>(row, i + 16);
+  for (; i + 16 <= n_in; i += 16) {
+    __m512 wv[W];
+#pragma GCC unroll 8
+    for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k], i);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      acc0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + r * n_in + i), acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + r * n_in + i + 16), acc1[r]);
+      const __m512 xv = _mm512_loadu_ps(x + r * n_in + i);
+#pragma GCC unroll 8
+      for (int k = 0; k < W; ++k) acc[k][r] = _mm512_fmadd_ps(wv[k], xv, acc[k][r]);
     }
-  }
-  bool odd = false;
-  if (i + 16 <= n_in) {
-    const __m512 w0 = load_w<T>(row, i);
-    for (int r = 0; r < R; ++r) acc0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + r * n_in + i), acc0[r]);
-    i += 16;
-    odd = true;
   }
   if (i < n_in) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n_in - i)) - 1u);
-    const __m512 wt = load_w_masked<T>(row, i, m);
+    __m512 wv[W];
+#pragma GCC unroll 8
+    for (int k = 0; k < W; ++k) wv[k] = load_w_masked<T>(rows[k], i, m);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 xt = _mm512_maskz_loadu_ps(m, x + r * n_in + i);
-      if (odd) {
-        acc1[r] = _mm512_fmadd_ps(wt, xt, acc1[r]);
-      } else {
-        acc0[r] = _mm512_fmadd_ps(wt, xt, acc0[r]);
-      }
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x + r * n_in + i);
+#pragma GCC unroll 8
+      for (int k = 0; k < W; ++k) acc[k][r] = _mm512_fmadd_ps(wv[k], xv, acc[k][r]);
     }
   }
-  for (int r = 0; r < R; ++r) y[r * n_out] = hsum(_mm512_add_ps(acc0[r], acc1[r]));
+#pragma GCC unroll 8
+  for (int k = 0; k < W; ++k)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) y[r * n_out + k] = hsum(acc[k][r]);
 }
 
+template <DType T, int W>
+void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o) {
+  const WeightMatrix& w = *job.w;
+  for (int r0 = 0; r0 < job.M; r0 += kFloatTileRows) {
+    const float* x = job.x + r0 * w.n_in;
+    float* y = job.y + r0 * w.n_out + o;
+    switch (min_rows(kFloatTileRows, job.M - r0)) {
+      case 1: float_tile<T, W, 1>(rows, x, w.n_in, y, w.n_out); break;
+      case 2: float_tile<T, W, 2>(rows, x, w.n_in, y, w.n_out); break;
+      case 3: float_tile<T, W, 3>(rows, x, w.n_in, y, w.n_out); break;
+      case 4: float_tile<T, W, 4>(rows, x, w.n_in, y, w.n_out); break;
+      case 5: float_tile<T, W, 5>(rows, x, w.n_in, y, w.n_out); break;
+      default: float_tile<T, W, 6>(rows, x, w.n_in, y, w.n_out); break;
+    }
+  }
+}
+
+// Weight rows in groups of kFloatTileWeights (the rest one by one), each group applied to all
+// M rows in tiles of up to kFloatTileRows while it is in L1.
 template <DType T>
 void float_range(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
-  for (int64_t o = job.o_begin; o < job.o_end; ++o) {
-    const uint8_t* row = static_cast<const uint8_t*>(w.data) + o * w.row_bytes;
-    for (int r0 = 0; r0 < job.M; r0 += kTileRows) {
-      const float* x = job.x + r0 * w.n_in;
-      float* y = job.y + r0 * w.n_out + o;
-      switch (min_rows(kTileRows, job.M - r0)) {
-        case 1: float_tile<T, 1>(row, x, w.n_in, y, w.n_out); break;
-        case 2: float_tile<T, 2>(row, x, w.n_in, y, w.n_out); break;
-        case 3: float_tile<T, 3>(row, x, w.n_in, y, w.n_out); break;
-        case 4: float_tile<T, 4>(row, x, w.n_in, y, w.n_out); break;
-        case 5: float_tile<T, 5>(row, x, w.n_in, y, w.n_out); break;
-        case 6: float_tile<T, 6>(row, x, w.n_in, y, w.n_out); break;
-        case 7: float_tile<T, 7>(row, x, w.n_in, y, w.n_out); break;
-        default: float_tile<T, 8>(row, x, w.n_in, y, w.n_out); break;
-      }
-    }
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  int64_t o = job.o_begin;
+  for (; o + kFloatTileWeights <= job.o_end; o += kFloatTileWeights) {
+    const uint8_t* rows[kFloatTileWeights];
+    for (int k = 0; k < kFloatTileWeights; ++k) rows[k] = base + (o + k) * w.row_bytes;
+    float_tiles<T, kFloatTileWeights>(rows, job, o);
+  }
+  for (; o < job.o_end; ++o) {
+    const uint8_t* row = base + o * w.row_bytes;
+    float_tiles<T, 1>(&row, job, o);
   }
 }
 
@@ -123,11 +143,15 @@ void quant_tile(const UnpackedRow& u, const QuantizedActs& acts, int r0, float* 
   const float* da = acts.lane_scale + r0 * n_lanes;        // (R, n_pad / 4)
   const float* s16 = acts.sums16 + r0 * n_groups;          // (R, n_groups_pad)
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   __m512 acc[R];
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n_pad; i += 64) {
     const __m512i wq = _mm512_xor_si512(_mm512_loadu_si512(u.q + i), bias);  // q + 128 as u8
-    const __m512 ws = _mm512_loadu_ps(u.lane_scale + i / 4);
+    // scale of each group of 4 values, from the 4 groups of 16 (lanes 4g..4g+3 <- scale16[g])
+    const __m512 ws = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(u.scale16 + i / 16)));
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, _mm512_loadu_si512(a + r * n_pad + i));
       const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(dp), _mm512_loadu_ps(da + r * n_lanes + i / 4));
@@ -135,11 +159,14 @@ void quant_tile(const UnpackedRow& u, const QuantizedActs& acts, int r0, float* 
     }
   }
   __m512 cacc[R];
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) cacc[r] = _mm512_setzero_ps();
   for (int64_t g = 0; g < n_groups; g += 16) {
     const __m512 cf = _mm512_loadu_ps(u.coef16 + g);
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) cacc[r] = _mm512_fmadd_ps(cf, _mm512_loadu_ps(s16 + r * n_groups + g), cacc[r]);
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) y[r * n_out] = hsum(acc[r]) + hsum(cacc[r]);
 }
 
@@ -157,8 +184,11 @@ void quant_range(const RangeJob& job) {
   for (int rb = 0; rb < job.M; rb += kRowBlock) {
     const int rb_end = min_rows(job.M, rb + kRowBlock);
     for (int64_t o = job.o_begin; o < job.o_end; ++o) {
-      unpack_row_scalar(w.type, static_cast<const uint8_t*>(w.data) + o * w.row_bytes, w.n_in, job.scratch);
-      make_coefficients(job.scratch, job.acts.n_groups_pad);
+      const void* row = static_cast<const uint8_t*>(w.data) + o * w.row_bytes;
+      if (!try_unpack_row_avx512(w.type, row, w.n_in, job.scratch)) {
+        unpack_row_scalar(w.type, row, w.n_in, job.scratch);
+        make_coefficients(job.scratch, job.acts.n_groups_pad);
+      }
       for (int r0 = rb; r0 < rb_end; r0 += kTileRows) {
         float* y = job.y + r0 * w.n_out + o;
         switch (min_rows(kTileRows, rb_end - r0)) {

@@ -52,7 +52,6 @@ void quantize_activations(const float* x, int M, int64_t n_in, const QuantizedAc
 // One weight row decoded for the integer kernels (scratch owned by the calling thread).
 struct UnpackedRow {
   int8_t* q = nullptr;           // (n_pad) signed 8-bit weight values, zero padding
-  float* lane_scale = nullptr;   // (n_pad / 4) scale of each group of 4 values
   float* scale16 = nullptr;      // (n_groups_pad) scale of each group of 16 values
   float* min16 = nullptr;        // (n_groups_pad) additive term of each group of 16 values
   float* coef16 = nullptr;       // (n_groups_pad) scratch for the ISA kernels
@@ -62,6 +61,11 @@ struct UnpackedRow {
 // padding. Returns true when some min16 is non-zero (types with an additive term).
 // Cost: O(n_in) scalar.
 bool unpack_row_scalar(DType type, const void* row, int64_t n_in, const UnpackedRow& out);
+
+// AVX-512 decoders for the common types (matmul_unpack_avx512.cpp): fill q, scale16, min16 and
+// coef16 = min16 - 128 * scale16 (zero padding). Return false (writing nothing) for a type
+// they do not cover; the caller then uses unpack_row_scalar. Same values as the scalar decoder.
+bool try_unpack_row_avx512(DType type, const void* row, int64_t n_in, const UnpackedRow& out);
 
 // Everything one thread needs to compute outputs [o_begin, o_end) of all M rows.
 struct RangeJob {

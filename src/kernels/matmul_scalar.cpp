@@ -28,8 +28,10 @@ void float_range(const RangeJob& job) {
       float acc[kTileRows] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int64_t i = 0; i < w.n_in; ++i) {
         const float wv = load_weight(w.type, row, i);
+        #pragma GCC unroll 8
         for (int r = 0; r < n_rows; ++r) acc[r] += wv * job.x[(r0 + r) * w.n_in + i];
       }
+      #pragma GCC unroll 8
       for (int r = 0; r < n_rows; ++r) job.y[(r0 + r) * w.n_out + o] = acc[r];
     }
   }
@@ -44,7 +46,7 @@ float quant_dot(const UnpackedRow& u, bool has_min, const QuantizedActs& acts, i
     const int8_t* q = u.q + 4 * lane;
     const int8_t* al = a + 4 * lane;
     const int dp = q[0] * al[0] + q[1] * al[1] + q[2] * al[2] + q[3] * al[3];
-    acc += (static_cast<float>(dp) * da[lane]) * u.lane_scale[lane];
+    acc += (static_cast<float>(dp) * da[lane]) * u.scale16[lane / 4];
   }
   float c = 0.0f;
   if (has_min)

@@ -22,7 +22,6 @@ struct GroupWriter {
   void set(int64_t g, float scale, float min) {
     out.scale16[g] = scale;
     out.min16[g] = min;
-    for (int lane = 0; lane < 4; ++lane) out.lane_scale[4 * g + lane] = scale;
     if (min != 0.0f) has_min = true;
   }
 };
@@ -231,7 +230,6 @@ bool unpack_row_scalar(DType type, const void* row, int64_t n_in, const Unpacked
   }
   const int64_t n_pad = padded_values(n_in), n_groups_pad = padded_groups(n_in);
   std::memset(out.q + n_in, 0, static_cast<size_t>(n_pad - n_in));
-  for (int64_t lane = n_in / 4; lane < n_pad / 4; ++lane) out.lane_scale[lane] = 0.0f;
   for (int64_t g = n_in / 16; g < n_groups_pad; ++g) out.scale16[g] = out.min16[g] = 0.0f;
   return gw.has_min;
 }

@@ -11,12 +11,17 @@
 
 namespace specdec {
 
-void rope(float* x, int n_heads, int head_dim, int pos, const RopeParams& p) {
+namespace {
+
+void check_params(int head_dim, const RopeParams& p) {
   SPECDEC_CHECK(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= head_dim,
                 "rope: n_rot " + std::to_string(p.n_rot) + " for head_dim " + std::to_string(head_dim));
+}
+
+}  // namespace
+
+void rope_cos_sin(int pos, const RopeParams& p, float* cos_sin) {
   const int n_pairs = p.n_rot / 2;
-  thread_local std::vector<float> cos_sin;  // (n_pairs, 2)
-  cos_sin.resize(static_cast<size_t>(n_pairs) * 2);
   for (int i = 0; i < n_pairs; ++i) {
     // theta_i = pos * freq_scale * base^(-2i / n_rot) / factor_i
     double theta = static_cast<double>(pos) * static_cast<double>(p.freq_scale) *
@@ -25,18 +30,32 @@ void rope(float* x, int n_heads, int head_dim, int pos, const RopeParams& p) {
     cos_sin[2 * i] = static_cast<float>(std::cos(theta));
     cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
   }
+}
+
+void rope_apply(float* x, int n_heads, int head_dim, const float* cos_sin, const RopeParams& p) {
+  check_params(head_dim, p);
+  const int n_pairs = p.n_rot / 2;
   // NORM pairs (2i, 2i+1); NEOX pairs (i, i + n_rot/2).
-  const int stride_in_pair = p.layout == RopeLayout::Norm ? 1 : n_pairs;
+  const bool norm = p.layout == RopeLayout::Norm;
+  const int pair_stride = norm ? 1 : n_pairs;
   for (int h = 0; h < n_heads; ++h) {
     float* head = x + static_cast<size_t>(h) * head_dim;
     for (int i = 0; i < n_pairs; ++i) {
-      const int i0 = p.layout == RopeLayout::Norm ? 2 * i : i;
+      const int i0 = norm ? 2 * i : i;
       const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
-      const float x0 = head[i0], x1 = head[i0 + stride_in_pair];
+      const float x0 = head[i0], x1 = head[i0 + pair_stride];
       head[i0] = x0 * c - x1 * s;
-      head[i0 + stride_in_pair] = x0 * s + x1 * c;
+      head[i0 + pair_stride] = x0 * s + x1 * c;
     }
   }
+}
+
+void rope(float* x, int n_heads, int head_dim, int pos, const RopeParams& p) {
+  check_params(head_dim, p);
+  thread_local std::vector<float> cos_sin;  // (n_rot / 2, 2)
+  cos_sin.resize(static_cast<size_t>(p.n_rot));
+  rope_cos_sin(pos, p, cos_sin.data());
+  rope_apply(x, n_heads, head_dim, cos_sin.data(), p);
 }
 
 }  // namespace specdec

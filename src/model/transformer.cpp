@@ -4,7 +4,9 @@
 // per-row kernels (rmsnorm, bias, RoPE) row by row, and attention once per sequence over that
 // sequence's cache. Every step computes a row from that row's inputs only, in a fixed order,
 // so a row's logits never depend on the batch around it (see specdec/kernels.h).
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "model/batch_plan.h"
@@ -30,6 +32,7 @@ struct Transformer::Scratch {
   std::vector<float> seq_q;    // (M, q_dim) queries of one sequence when rows interleave
   std::vector<float> seq_out;  // (M, q_dim) their attention output
   std::vector<float> final_x;  // (R, n_embd) normalized rows whose logits are wanted
+  std::vector<float> rope;     // (N, n_rot) each row's (cos, sin) pairs, shared by all layers
 };
 
 namespace {
@@ -37,6 +40,22 @@ namespace {
 float* sized(std::vector<float>& buffer, size_t n) {
   if (buffer.size() < n) buffer.resize(n);
   return buffer.data();
+}
+
+// Runs fn(row_begin, row_end) over [0, n_rows) in chunks on the pool. Per-row work only, so
+// the chunking never changes a result.
+void for_rows(ThreadPool* pool, int n_rows, const std::function<void(int, int)>& fn) {
+  constexpr int kMinRowsPerTask = 4;
+  const int n_threads = pool ? pool->size() : 1;
+  const int n_tasks = std::min(n_threads, n_rows / kMinRowsPerTask);
+  if (n_tasks <= 1) {
+    fn(0, n_rows);
+    return;
+  }
+  pool->parallel_for(n_tasks, [&](int task, int) {
+    fn(static_cast<int>(static_cast<int64_t>(n_rows) * task / n_tasks),
+       static_cast<int>(static_cast<int64_t>(n_rows) * (task + 1) / n_tasks));
+  });
 }
 
 }  // namespace
@@ -93,32 +112,44 @@ void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, 
     ThreadPool* pool = pool_.get();
     const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
 
-    for (int i = 0; i < n_rows; ++i) weights_->embed(batch.tokens[i], x + static_cast<size_t>(i) * n_embd);
+    const int n_rot = c.rope.n_rot;
+    float* rope_table = sized(s.rope, n * n_rot);
+    for_rows(pool, n_rows, [&](int begin, int end) {
+      for (int i = begin; i < end; ++i) {
+        weights_->embed(batch.tokens[i], x + static_cast<size_t>(i) * n_embd);
+        rope_cos_sin(batch.positions[i], c.rope, rope_table + static_cast<size_t>(i) * n_rot);
+      }
+    });
 
     for (int l = 0; l < c.n_layers; ++l) {
       const LayerWeights& lw = weights_->layers[static_cast<size_t>(l)];
-      for (int i = 0; i < n_rows; ++i) {
-        rmsnorm(x + static_cast<size_t>(i) * n_embd, lw.attn_norm.data(), n_embd, c.rms_eps,
-                xn + static_cast<size_t>(i) * n_embd);
-      }
+      for_rows(pool, n_rows, [&](int begin, int end) {
+        for (int i = begin; i < end; ++i) {
+          rmsnorm(x + static_cast<size_t>(i) * n_embd, lw.attn_norm.data(), n_embd, c.rms_eps,
+                  xn + static_cast<size_t>(i) * n_embd);
+        }
+      });
       matmul(lw.wq, xn, n_rows, q, pool);
       matmul(lw.wk, xn, n_rows, k, pool);
       matmul(lw.wv, xn, n_rows, v, pool);
-      for (int i = 0; i < n_rows; ++i) {
-        float* qi = q + static_cast<size_t>(i) * q_dim;
-        float* ki = k + static_cast<size_t>(i) * kv_dim;
-        float* vi = v + static_cast<size_t>(i) * kv_dim;
-        if (c.qkv_bias) {
-          add_inplace(qi, lw.bq.data(), q_dim);
-          add_inplace(ki, lw.bk.data(), kv_dim);
-          add_inplace(vi, lw.bv.data(), kv_dim);
+      for_rows(pool, n_rows, [&](int begin, int end) {
+        for (int i = begin; i < end; ++i) {
+          float* qi = q + static_cast<size_t>(i) * q_dim;
+          float* ki = k + static_cast<size_t>(i) * kv_dim;
+          float* vi = v + static_cast<size_t>(i) * kv_dim;
+          if (c.qkv_bias) {
+            add_inplace(qi, lw.bq.data(), q_dim);
+            add_inplace(ki, lw.bk.data(), kv_dim);
+            add_inplace(vi, lw.bv.data(), kv_dim);
+          }
+          const float* cos_sin = rope_table + static_cast<size_t>(i) * n_rot;
+          rope_apply(qi, c.n_heads, c.head_dim, cos_sin, c.rope);
+          rope_apply(ki, c.n_kv_heads, c.head_dim, cos_sin, c.rope);
+          KvCache& cache = *caches[batch.seq[i]];
+          std::memcpy(cache.k(l, plan.slot[i]), ki, sizeof(float) * kv_dim);
+          std::memcpy(cache.v(l, plan.slot[i]), vi, sizeof(float) * kv_dim);
         }
-        rope(qi, c.n_heads, c.head_dim, batch.positions[i], c.rope);
-        rope(ki, c.n_kv_heads, c.head_dim, batch.positions[i], c.rope);
-        KvCache& cache = *caches[batch.seq[i]];
-        std::memcpy(cache.k(l, plan.slot[i]), ki, sizeof(float) * kv_dim);
-        std::memcpy(cache.v(l, plan.slot[i]), vi, sizeof(float) * kv_dim);
-      }
+      });
       for (const SeqPlan& sp : plan.seqs) {
         const int m = static_cast<int>(sp.rows.size());
         const AttentionRows rows{m, sp.n_prefix, sp.extra_begin.data(), sp.extra_slots.data()};
@@ -146,13 +177,18 @@ void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, 
       matmul(lw.wo, attn, n_rows, proj, pool);
       add_inplace(x, proj, n_rows * n_embd);
 
-      for (int i = 0; i < n_rows; ++i) {
-        rmsnorm(x + static_cast<size_t>(i) * n_embd, lw.ffn_norm.data(), n_embd, c.rms_eps,
-                xn + static_cast<size_t>(i) * n_embd);
-      }
+      for_rows(pool, n_rows, [&](int begin, int end) {
+        for (int i = begin; i < end; ++i) {
+          rmsnorm(x + static_cast<size_t>(i) * n_embd, lw.ffn_norm.data(), n_embd, c.rms_eps,
+                  xn + static_cast<size_t>(i) * n_embd);
+        }
+      });
       matmul(lw.w_gate, xn, n_rows, gate, pool);
       matmul(lw.w_up, xn, n_rows, up, pool);
-      swiglu(gate, up, n_rows * n_ff, gate);
+      for_rows(pool, n_rows, [&](int begin, int end) {
+        const size_t offset = static_cast<size_t>(begin) * n_ff;
+        swiglu(gate + offset, up + offset, (end - begin) * n_ff, gate + offset);
+      });
       matmul(lw.w_down, gate, n_rows, proj, pool);
       add_inplace(x, proj, n_rows * n_embd);
     }

@@ -224,6 +224,10 @@ void SpeculativeDecoder::rollback(int n_tokens) {
 }
 
 const SpecStats& SpeculativeDecoder::stats() {
+  if (!controller_->has_single_row_measurement()) {  // e.g. fixed K without plain steps: unknown
+    stats_.c_draft = stats_.verify_cost = stats_.target_row_seconds = 0.0;
+    return stats_;
+  }
   stats_.c_draft = controller_->c_draft();
   stats_.target_row_seconds = controller_->single_row_seconds();
   double weighted = 0.0;

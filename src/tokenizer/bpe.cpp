@@ -8,6 +8,10 @@
 // Invalid UTF-8: the regexes see each byte that is not part of a valid sequence as U+FFFD, but
 // the piece keeps the raw byte, which is encoded like any other byte (every byte has a token in a
 // byte-level vocabulary), so decode(encode(x)) == x for any bytes. Deterministic, never fails.
+// Exception: vocabularies that hold some byte characters only as user-defined tokens
+// (deepseek-coder's "À" etc.) decode those tokens as their text (as llama.cpp does), so there
+// the round trip is exact for valid UTF-8 only.
+// Decode applies no "clean up tokenization spaces" pass: decode(encode(x)) == x.
 #include <memory>
 #include <mutex>
 #include <queue>

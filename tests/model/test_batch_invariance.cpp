@@ -25,6 +25,8 @@ struct InvarianceCase {
   int n_threads;
 };
 
+void PrintTo(const InvarianceCase& c, std::ostream* os) { *os << c.name; }
+
 std::string case_name(const ::testing::TestParamInfo<InvarianceCase>& info) { return info.param.name; }
 
 // Index of the first differing float, or -1.

@@ -3,6 +3,7 @@
 // seed; noisy copies keep shapes and metadata and move the logits by about the noise.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -11,6 +12,7 @@
 #include "common/testing.h"
 #include "common/tiny_model.h"
 #include "model/model_test_util.h"
+#include "specdec/error.h"
 #include "specdec/gguf.h"
 #include "specdec/model.h"
 #include "specdec/tokenizer.h"

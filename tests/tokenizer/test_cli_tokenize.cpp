@@ -31,7 +31,8 @@ TEST(CliTokenize, PrintsIdsAndPieces) {
   const std::string listing = run(base);
   EXPECT_NE(listing.find("     1 '<s>'\n"), std::string::npos) << listing;
   EXPECT_NE(listing.find("   403 ' Once'\n"), std::string::npos) << listing;
-  EXPECT_NE(run(base + " -m /nonexistent.gguf 2>&1"), "") << "errors are reported";
+  const std::string error = run(std::string(cli) + " tokenize -m /nonexistent.gguf -p x 2>&1");
+  EXPECT_NE(error.find("/nonexistent.gguf"), std::string::npos) << "errors name the file: " << error;
 }
 
 }  // namespace

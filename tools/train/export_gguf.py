@@ -13,7 +13,6 @@ with the newline placeholder mapped back to "\n" and add_space_prefix = false.
 import argparse
 import os
 
-import numpy as np
 import sentencepiece as spm
 
 import gguf_writer as gw

@@ -159,5 +159,5 @@ class Transformer(nn.Module):
         """Forward multiply-adds x2 per token at full context (weights + attention)."""
         cfg = self.cfg
         weights = self.n_params() - self.tok_embeddings.weight.numel()
-        attention = 2 * cfg.n_layers * cfg.n_ctx * cfg.dim  # QK^T and PV, average half context
+        attention = 2 * cfg.n_layers * cfg.n_ctx * cfg.dim  # QK^T and PV over n_ctx keys
         return 2 * (weights + attention)

@@ -39,14 +39,14 @@ def parse_args(argv=None):
     parser.add_argument("--out", help="default: work/target | work/draft by mode")
     parser.add_argument("--teacher", help="distill: teacher model (default work/target/final.pt)")
     parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--max-steps", type=int, default=2400)
+    parser.add_argument("--max-steps", type=int, help="default: 2400 target | 1600 distill")
     parser.add_argument("--batch-tokens", type=int, default=4096, help="tokens per step")
     parser.add_argument("--micro-tokens", type=int, default=4096, help="tokens per forward")
     parser.add_argument("--short-seq-len", type=int, default=256,
                         help="sequence length before the long phase (0 = always n_ctx)")
     parser.add_argument("--long-frac", type=float, default=0.2,
                         help="the last fraction of steps trains on full n_ctx sequences")
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr", type=float, help="peak; default: 1e-3 target | 2e-3 distill")
     parser.add_argument("--min-lr-ratio", type=float, default=0.1)
     parser.add_argument("--warmup-steps", type=int, default=100)
     parser.add_argument("--weight-decay", type=float, default=0.1)
@@ -64,6 +64,9 @@ def parse_args(argv=None):
                         help="stop (after saving) when this process ran this long; 0 = no limit")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
+    target = args.mode == "target"
+    args.max_steps = args.max_steps or (2400 if target else 1600)
+    args.lr = args.lr or (1e-3 if target else 2e-3)
     args.preset = args.preset or ("target" if args.mode == "target" else "draft")
     args.out = args.out or work_path("target" if args.mode == "target" else "draft", "x")[:-2]
     args.teacher = args.teacher or os.path.join(work_path("target", "x")[:-2], "final.pt")

@@ -1,0 +1,180 @@
+// specdec_microbench: matmul throughput for the 1B shape's matrices per weight type and M, the
+// verify cost curve c(M) = time(M) / time(1), and the machine's read bandwidth.
+//
+//   specdec_microbench [--threads=N] [--benchmark_filter=REGEX] [--benchmark_min_time=0.2s]
+//   SPECDEC_ISA=avx2 specdec_microbench ...   (force a dispatch target)
+//
+// Column "GB" (shown as a rate, GB/s) counts the weight bytes streamed per second. After the runs a table prints c(M) per
+// (type, shape). Numbers are noisy on a shared machine: compare within one run.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/quant_blocks.h"
+#include "specdec/bandwidth.h"
+#include "specdec/cpu.h"
+#include "specdec/kernels.h"
+#include "specdec/rng.h"
+#include "specdec/thread_pool.h"
+
+namespace {
+
+using namespace specdec;
+
+int g_threads = 0;  // 0 = ThreadPool default (physical cores)
+
+ThreadPool& pool() {
+  static ThreadPool p(g_threads);
+  return p;
+}
+
+void set_fp16(uint8_t* block, size_t offset, float v) {
+  const uint16_t h = f32_to_fp16(v);
+  std::memcpy(block + offset, &h, 2);
+}
+
+// Random weights of a type: random bytes with finite binary16 scales (valid for every layout).
+struct Weights {
+  std::vector<uint8_t> data;  // (n_out, row_bytes)
+  WeightMatrix w;
+};
+
+const Weights& weights(DType type, int64_t n_out, int64_t n_in) {
+  static std::map<std::string, std::unique_ptr<Weights>> cache;
+  const std::string key = std::string(dtype_name(type)) + "/" + std::to_string(n_out) + "/" + std::to_string(n_in);
+  auto& slot = cache[key];
+  if (slot) return *slot;
+  slot = std::make_unique<Weights>();
+  const size_t row_bytes = dtype_row_bytes(type, n_in);
+  slot->data.resize(row_bytes * static_cast<size_t>(n_out));
+  Rng rng(42);
+  for (size_t i = 0; i + 8 <= slot->data.size(); i += 8) {
+    const uint64_t v = rng.next_u64();
+    std::memcpy(slot->data.data() + i, &v, 8);
+  }
+  const DTypeInfo& info = dtype_info(type);
+  std::vector<size_t> half_offsets;  // binary16 fields of each block
+  using namespace quant;
+  switch (type) {
+    case DType::F16: half_offsets = {0}; break;
+    case DType::BF16:
+      for (size_t i = 0; i < slot->data.size(); i += 2) {
+        const uint16_t b = f32_to_bf16(static_cast<float>(rng.uniform()) - 0.5f);
+        std::memcpy(slot->data.data() + i, &b, 2);
+      }
+      break;
+    case DType::F32:
+      for (size_t i = 0; i < slot->data.size(); i += 4) {
+        const float f = static_cast<float>(rng.uniform()) - 0.5f;
+        std::memcpy(slot->data.data() + i, &f, 4);
+      }
+      break;
+    case DType::Q4_0: half_offsets = {offsetof(BlockQ4_0, d)}; break;
+    case DType::Q4_1: half_offsets = {offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m)}; break;
+    case DType::Q5_0: half_offsets = {offsetof(BlockQ5_0, d)}; break;
+    case DType::Q5_1: half_offsets = {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)}; break;
+    case DType::Q8_0: half_offsets = {offsetof(BlockQ8_0, d)}; break;
+    case DType::Q2_K: half_offsets = {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)}; break;
+    case DType::Q3_K: half_offsets = {offsetof(BlockQ3_K, d)}; break;
+    case DType::Q4_K: half_offsets = {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)}; break;
+    case DType::Q5_K: half_offsets = {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)}; break;
+    case DType::Q6_K: half_offsets = {offsetof(BlockQ6_K, d)}; break;
+    default: break;
+  }
+  for (size_t b = 0; b + static_cast<size_t>(info.type_size) <= slot->data.size(); b += static_cast<size_t>(info.type_size))
+    for (size_t off : half_offsets) set_fp16(slot->data.data() + b, off, 0.01f * (static_cast<float>(rng.uniform()) - 0.5f));
+  slot->w = WeightMatrix{type, slot->data.data(), n_in, n_out, row_bytes};
+  return *slot;
+}
+
+void bm_matmul(benchmark::State& state, DType type, int64_t n_out, int64_t n_in, int M) {
+  const Weights& wt = weights(type, n_out, n_in);
+  std::vector<float> x(static_cast<size_t>(M * n_in)), y(static_cast<size_t>(M * n_out));  // (M, n_in), (M, n_out)
+  Rng rng(7);
+  for (auto& v : x) v = static_cast<float>(rng.uniform()) * 2.0f - 1.0f;
+  for (auto _ : state) {
+    matmul(wt.w, x.data(), M, y.data(), &pool());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(wt.data.size());
+  state.counters["GB"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
+}
+
+void bm_bandwidth(benchmark::State& state) {
+  double gbs = 0.0;
+  for (auto _ : state) gbs = measure_read_bandwidth_gbs(pool(), size_t{1} << 30, 5);
+  state.counters["read_GB/s"] = gbs;
+  state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
+}
+
+// Console output plus the c(M) table at the end.
+class CurveReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) {
+      const std::string name = run.benchmark_name();
+      const size_t m_pos = name.rfind("/M:");
+      if (m_pos != std::string::npos && !run.error_occurred)
+        times_[name.substr(0, m_pos)][std::stoi(name.substr(m_pos + 3))] = run.GetAdjustedRealTime();
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  void PrintCurves() const {
+    std::printf("\nverify cost c(M) = time(M) / time(1)  [%s, %d threads]\n", isa_name(active_isa()), pool().size());
+    for (const auto& [key, by_m] : times_) {
+      auto one = by_m.find(1);
+      if (one == by_m.end()) continue;
+      std::printf("  %-32s", key.c_str());
+      for (const auto& [m, t] : by_m) std::printf("  c(%d)=%.2f", m, t / one->second);
+      std::printf("\n");
+    }
+  }
+
+ private:
+  std::map<std::string, std::map<int, double>> times_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--threads=", 10) == 0) {
+      g_threads = std::atoi(argv[i] + 10);
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  int n_args = static_cast<int>(args.size());
+  benchmark::Initialize(&n_args, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n_args, args.data())) return 1;
+
+  benchmark::RegisterBenchmark("read_bandwidth", bm_bandwidth)->Iterations(1)->Unit(benchmark::kMillisecond);
+  const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                         DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  const int64_t shapes[][2] = {{2048, 2048}, {8192, 2048}, {2048, 8192}};  // {n_out, n_in}
+  for (DType type : types) {
+    for (const auto& shape : shapes) {
+      for (int M : {1, 5, 9, 17}) {
+        const std::string name = std::string("matmul/") + dtype_name(type) + "/" + std::to_string(shape[0]) + "x" +
+                                 std::to_string(shape[1]) + "/M:" + std::to_string(M);
+        benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, shape[0], shape[1], M)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
+    }
+  }
+  CurveReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.PrintCurves();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,19 @@
+// specdec/bandwidth.h — the machine's memory read bandwidth, measured (the roofline for decode).
+#pragma once
+
+#include <cstddef>
+
+namespace specdec {
+
+class ThreadPool;
+
+// Measures sustained read bandwidth from memory in GB/s (1e9 bytes per second).
+// Requires: bytes >= 1 MiB (rounded down to a multiple of 4 KiB per thread), passes >= 1.
+// Guarantees: allocates `bytes` (touched first by the threads that later read them), then
+// runs `passes` passes in which all pool threads read disjoint slices with the widest loads
+// of active_isa() (AVX-512 / AVX2 / 64-bit scalar); returns the best pass (bytes / wall time
+// of the slowest thread). Throws Error for bad arguments or when the buffer cannot be allocated.
+// Cost: about passes * bytes / bandwidth seconds (roughly 0.1 s per GiB-pass), plus the fill.
+double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t{1} << 30, int passes = 5);
+
+}  // namespace specdec

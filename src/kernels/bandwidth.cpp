@@ -1,0 +1,80 @@
+// measure_read_bandwidth_gbs(): the buffer, the threads, the timing (read loops per ISA in
+// bandwidth_avx2.cpp / bandwidth_avx512.cpp).
+#include "specdec/bandwidth.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/bandwidth_internal.h"
+#include "specdec/cpu.h"
+#include "specdec/error.h"
+#include "specdec/thread_pool.h"
+
+namespace specdec {
+
+namespace bandwidth_detail {
+
+uint64_t read_scalar(const uint8_t* p, size_t n_bytes) {
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (size_t i = 0; i < n_bytes; i += 32) {
+    uint64_t v[4];
+    std::memcpy(v, p + i, 32);
+    s0 += v[0]; s1 ^= v[1]; s2 += v[2]; s3 ^= v[3];
+  }
+  return s0 + s1 + s2 + s3;
+}
+
+}  // namespace bandwidth_detail
+
+namespace {
+
+constexpr size_t kSliceAlign = 4096;
+
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
+}  // namespace
+
+double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int passes) {
+  using namespace bandwidth_detail;
+  if (bytes < (size_t{1} << 20)) throw Error("bandwidth probe: " + std::to_string(bytes) + " bytes is below 1 MiB");
+  if (passes < 1) throw Error("bandwidth probe: passes = " + std::to_string(passes) + " (need >= 1)");
+  const int n_threads = pool.size();
+  const size_t slice = bytes / static_cast<size_t>(n_threads) / kSliceAlign * kSliceAlign;  // per thread
+  const size_t total = slice * static_cast<size_t>(n_threads);
+  std::unique_ptr<uint8_t, FreeDeleter> buffer(static_cast<uint8_t*>(std::aligned_alloc(kSliceAlign, total)));
+  if (!buffer) throw Error("bandwidth probe: cannot allocate " + std::to_string(total) + " bytes");
+  uint8_t* base = buffer.get();
+  // Each thread touches its own slice first (page placement near the reader).
+  pool.parallel_for(n_threads, [&](int task, int) {
+    uint8_t* p = base + static_cast<size_t>(task) * slice;
+    for (size_t i = 0; i < slice; ++i) p[i] = static_cast<uint8_t>(i * 131 + static_cast<size_t>(task));
+  });
+
+  uint64_t (*read_fn)(const uint8_t*, size_t) = read_scalar;
+  if (active_isa() == Isa::Avx512) read_fn = read_avx512;
+  if (active_isa() == Isa::Avx2) read_fn = read_avx2;
+
+  volatile uint64_t sink = 0;
+  double best_gbs = 0.0;
+  for (int pass = 0; pass < passes; ++pass) {
+    std::vector<uint64_t> checksums(static_cast<size_t>(n_threads));  // (n_threads)
+    const auto start = std::chrono::steady_clock::now();
+    pool.parallel_for(n_threads, [&](int task, int) {
+      checksums[static_cast<size_t>(task)] = read_fn(base + static_cast<size_t>(task) * slice, slice);
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (uint64_t c : checksums) sink = sink + c;
+    if (seconds > 0.0) best_gbs = std::max(best_gbs, static_cast<double>(total) / seconds / 1e9);
+  }
+  (void)sink;
+  return best_gbs;
+}
+
+}  // namespace specdec

@@ -1,0 +1,168 @@
+// AVX-512 decoders of quantized weight rows into the integer-kernel form (matmul_internal.h):
+// w[i] = scale16[i / 16] * q[i] + min16[i / 16], plus coef16 = min16 - 128 * scale16 for the
+// AVX-512 kernel. They produce exactly the values of unpack_row_scalar (matmul_unpack.cpp,
+// which documents the block layouts), only faster. Types not covered here (Q2_K, Q3_K) use it.
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 AVX-512 headers (bug 105593)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/matmul_internal.h"
+#include "kernels/quant_blocks.h"
+
+namespace specdec::matmul_detail {
+
+namespace {
+
+using namespace quant;
+
+inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+// Scale and additive term of the two groups of 16 of legacy block b.
+inline void set_block_scales(const UnpackedRow& out, int64_t b, float scale, float min) {
+  const float coef = min - 128.0f * scale;
+  out.scale16[2 * b] = out.scale16[2 * b + 1] = scale;
+  out.min16[2 * b] = out.min16[2 * b + 1] = min;
+  out.coef16[2 * b] = out.coef16[2 * b + 1] = coef;
+}
+
+// 16 groups of super-block b from 16 scales and 16 additive terms.
+inline void set_superblock_scales(const UnpackedRow& out, int64_t b, __m512 scale, __m512 min) {
+  _mm512_storeu_ps(out.scale16 + 16 * b, scale);
+  _mm512_storeu_ps(out.min16 + 16 * b, min);
+  _mm512_storeu_ps(out.coef16 + 16 * b, _mm512_sub_ps(min, _mm512_mul_ps(_mm512_set1_ps(128.0f), scale)));
+}
+
+// 32 values from 16 bytes: low nibbles first, then high nibbles.
+inline __m256i nibbles_32(const uint8_t* qs) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask));
+}
+
+template <typename Block, bool kFiveBit, bool kHasMin>
+void unpack_legacy(const void* row, int64_t n_blocks, const UnpackedRow& out) {
+  const Block* blocks = static_cast<const Block*>(row);
+  const __m256i offset = _mm256_set1_epi8(kHasMin ? 0 : (kFiveBit ? 16 : 8));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const Block& blk = blocks[b];
+    __m256i q = nibbles_32(blk.qs);
+    float min = 0.0f;
+    if constexpr (kFiveBit) {
+      uint32_t qh;
+      std::memcpy(&qh, blk.qh, 4);
+      q = _mm256_or_si256(q, _mm256_and_si256(_mm256_movm_epi8(qh), _mm256_set1_epi8(0x10)));
+    }
+    if constexpr (kHasMin) min = half_to_float(blk.m);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q + 32 * b), _mm256_sub_epi8(q, offset));
+    set_block_scales(out, b, half_to_float(blk.d), min);
+  }
+}
+
+void unpack_q8_0(const void* row, int64_t n_blocks, const UnpackedRow& out) {
+  const BlockQ8_0* blocks = static_cast<const BlockQ8_0*>(row);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q + 32 * b),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b].qs)));
+    set_block_scales(out, b, half_to_float(blocks[b].d), 0.0f);
+  }
+}
+
+// Q4_K / Q5_K: 8 six-bit scales and mins packed in 12 bytes (see quant_rows.h), each covering
+// 32 values = 2 groups of 16.
+template <bool kFiveBit>
+void unpack_q45_k(const void* row, int64_t n_blocks, const UnpackedRow& out) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m512i pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* qs;
+    const uint8_t* qh = nullptr;
+    const uint8_t* packed;
+    float d, dmin;
+    if constexpr (kFiveBit) {
+      const BlockQ5_K& blk = static_cast<const BlockQ5_K*>(row)[b];
+      qs = blk.qs; qh = blk.qh; packed = blk.scales;
+      d = half_to_float(blk.d); dmin = half_to_float(blk.dmin);
+    } else {
+      const BlockQ4_K& blk = static_cast<const BlockQ4_K*>(row)[b];
+      qs = blk.qs; packed = blk.scales;
+      d = half_to_float(blk.d); dmin = half_to_float(blk.dmin);
+    }
+    uint32_t w[3];
+    std::memcpy(w, packed, 12);
+    const uint32_t sc_lo = w[0] & 0x3F3F3F3Fu, m_lo = w[1] & 0x3F3F3F3Fu;
+    const uint32_t sc_hi = (w[2] & 0x0F0F0F0Fu) | (((w[0] >> 6) & 0x03030303u) << 4);
+    const uint32_t m_hi = ((w[2] >> 4) & 0x0F0F0F0Fu) | (((w[1] >> 6) & 0x03030303u) << 4);
+    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(
+        static_cast<long long>((static_cast<uint64_t>(sc_hi) << 32) | sc_lo))));
+    const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(
+        static_cast<long long>((static_cast<uint64_t>(m_hi) << 32) | m_lo))));
+    const __m256 scale8 = _mm256_mul_ps(_mm256_set1_ps(d), sc);
+    const __m256 min8 = _mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_mul_ps(_mm256_set1_ps(dmin), mn));  // -(dmin * m)
+    set_superblock_scales(out, b, _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(scale8)),
+                          _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(min8)));
+    int8_t* q = out.q + 256 * b;
+    __m256i high = _mm256_setzero_si256();
+    if constexpr (kFiveBit) high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
+      __m256i lo = _mm256_and_si256(v, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+      if constexpr (kFiveBit) {
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(high, _mm256_set1_epi8(static_cast<char>(1 << (2 * j)))), lo, sixteen);
+        hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(high, _mm256_set1_epi8(static_cast<char>(2 << (2 * j)))), hi, sixteen);
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * j), lo);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * j + 32), hi);
+    }
+  }
+}
+
+void unpack_q6_k(const void* row, int64_t n_blocks, const UnpackedRow& out) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const BlockQ6_K& blk = static_cast<const BlockQ6_K*>(row)[b];
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales))));
+    set_superblock_scales(out, b, _mm512_mul_ps(_mm512_set1_ps(half_to_float(blk.d)), sc), _mm512_setzero_ps());
+    for (int n = 0; n < 2; ++n) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * n));
+      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * n + 32));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * n));
+      const __m256i v0 = _mm256_or_si256(_mm256_and_si256(a, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45));
+      const __m256i v1 = _mm256_or_si256(_mm256_and_si256(c, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45));
+      const __m256i v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low4), _mm256_and_si256(h, bits45));
+      const __m256i v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), low4),
+                                         _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45));
+      int8_t* q = out.q + 256 * b + 128 * n;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_sub_epi8(v0, k32));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32), _mm256_sub_epi8(v1, k32));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64), _mm256_sub_epi8(v2, k32));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 96), _mm256_sub_epi8(v3, k32));
+    }
+  }
+}
+
+}  // namespace
+
+bool try_unpack_row_avx512(DType type, const void* row, int64_t n_in, const UnpackedRow& out) {
+  const int64_t n32 = n_in / 32, n256 = n_in / 256;
+  switch (type) {
+    case DType::Q8_0: unpack_q8_0(row, n32, out); break;
+    case DType::Q4_0: unpack_legacy<BlockQ4_0, false, false>(row, n32, out); break;
+    case DType::Q4_1: unpack_legacy<BlockQ4_1, false, true>(row, n32, out); break;
+    case DType::Q5_0: unpack_legacy<BlockQ5_0, true, false>(row, n32, out); break;
+    case DType::Q5_1: unpack_legacy<BlockQ5_1, true, true>(row, n32, out); break;
+    case DType::Q4_K: unpack_q45_k<false>(row, n256, out); break;
+    case DType::Q5_K: unpack_q45_k<true>(row, n256, out); break;
+    case DType::Q6_K: unpack_q6_k(row, n256, out); break;
+    default: return false;
+  }
+  const int64_t n_pad = padded_values(n_in), n_groups_pad = padded_groups(n_in);
+  std::memset(out.q + n_in, 0, static_cast<size_t>(n_pad - n_in));
+  for (int64_t g = n_in / 16; g < n_groups_pad; ++g) out.scale16[g] = out.min16[g] = out.coef16[g] = 0.0f;
+  return true;
+}
+
+}  // namespace specdec::matmul_detail

@@ -1,0 +1,87 @@
+// `specdec generate` as a user runs it.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "common/cli_run.h"
+#include "common/testing.h"
+
+namespace specdec {
+namespace {
+
+using testing::run_cli;
+
+std::string golden_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  return s.rfind("<s> ", 0) == 0 ? s.substr(4) : s;  // llama-simple renders BOS as "<s> "
+}
+
+TEST(CliGenerate, GreedyStories260KMatchesLlamaCppGolden) {
+  SPECDEC_REQUIRE_CLI();
+  SPECDEC_FIXTURE(model, "models/stories260K.gguf");
+  SPECDEC_FIXTURE(golden, "models/stories260K.greedy.once-upon-a-time.txt");
+  auto r = run_cli("generate -m '" + model + "' -p 'Once upon a time' -n 120 --temp 0 --spec none");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, golden_text(golden));
+  EXPECT_NE(r.err.find("prompt 5 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("generated 120 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("decode"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("<s>"), std::string::npos) << "BOS must never be printed";
+}
+
+TEST(CliGenerate, ConvertedLlama2cCheckpointGeneratesTheSameText) {
+  SPECDEC_REQUIRE_CLI();
+  SPECDEC_FIXTURE(bin, "models/stories260K.bin");
+  SPECDEC_FIXTURE(tok, "models/tok512.bin");
+  SPECDEC_FIXTURE(golden, "models/stories260K.greedy.once-upon-a-time.txt");
+  const std::string out = testing::temp_dir() + "/converted-stories260K.gguf";
+  auto c = run_cli("convert-llama2c --model '" + bin + "' --tokenizer '" + tok + "' -o '" + out + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.err << c.out;
+  auto r = run_cli("generate -m '" + out + "' -p 'Once upon a time' -n 120 --temp 0 --spec none");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, golden_text(golden));
+}
+
+TEST(CliGenerate, SpeculativeCompareReportsIdenticalOutputAndStats) {
+  SPECDEC_REQUIRE_CLI();
+  SPECDEC_FIXTURE(model, "models/stories260K.gguf");
+  for (const char* spec : {"lookup", "ngram"}) {
+    auto r = run_cli("generate -m '" + model + "' -p 'Once upon a time' -n 60 --temp 0 --spec " + spec +
+                     " --compare-plain --draft-max 4");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("outputs identical"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("acceptance"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tokens/pass"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("speedup over plain decoding"), std::string::npos) << r.err;
+  }
+  // The draft model option is spelled -md as in llama.cpp; the model itself as its own draft.
+  auto r = run_cli("generate -m '" + model + "' -md '" + model + "' -p 'Once upon a time' -n 40 --temp 0 --compare-plain");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("drafter draft-model"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("acceptance 1.000"), std::string::npos) << "a model drafting for itself is always accepted:\n" << r.err;
+  EXPECT_NE(r.err.find("outputs identical"), std::string::npos) << r.err;
+}
+
+TEST(CliGenerate, UserErrorsAreMessagesNotCrashes) {
+  SPECDEC_REQUIRE_CLI();
+  auto r = run_cli("generate -m /nonexistent/model.gguf -p hi");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+  SPECDEC_FIXTURE(model, "models/stories260K.gguf");
+  r = run_cli("generate -m '" + model + "' -p 'Once upon a time' -c 4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("does not fit the context of 4 tokens"), std::string::npos) << r.err;
+  r = run_cli("generate -m '" + model + "' -p hi --temp -1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--temp"), std::string::npos) << r.err;
+  r = run_cli("generate -m '" + model + "' -p hi --spec bogus");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace specdec

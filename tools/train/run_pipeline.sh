@@ -1,0 +1,25 @@
+#!/bin/sh
+# Builds the whole demo pair, resumably: corpus -> tokenizer -> target -> draft -> GGUF exports.
+# Each stage skips what is done and train.py resumes from its checkpoint, so a later session
+# continues with the same command (run from the repository root):
+#   nohup nice -n 19 tools/train/run_pipeline.sh >>tools/train/work/pipeline.out 2>&1 &
+set -e
+cd "$(dirname "$0")/../.."
+PY=/usr/bin/python3
+T=tools/train
+W=$T/work
+mkdir -p "$W"
+[ -f $W/corpus/manifest.json ] || $PY $T/prepare_corpus.py
+[ -f $W/data/val_index.json ] || $PY $T/train_tokenizer.py
+$PY $T/train.py --mode target
+$PY $T/train.py --mode distill
+mkdir -p $W/export
+for type in f16 q8_0; do
+  $PY $T/export_gguf.py --ckpt $W/target/final.pt --out $W/export/target-$type.gguf --type $type --name specdec-demo-target
+  $PY $T/export_gguf.py --ckpt $W/draft/final.pt --out $W/export/draft-$type.gguf --type $type --name specdec-demo-draft
+done
+$PY $T/check_export.py --ckpt $W/target/final.pt --gguf $W/export/target-f16.gguf
+$PY $T/check_export.py --ckpt $W/draft/final.pt --gguf $W/export/draft-f16.gguf
+$PY $T/evaluate.py --model $W/target/final.pt --draft $W/draft/final.pt --spec-prompts 8 --samples 2 \
+  | tee $W/export/evaluation.txt
+echo "pipeline done: $W/export"
