@@ -11,9 +11,11 @@
 // int32 byte length and the bytes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace specdec {
 
@@ -52,5 +54,31 @@ Llama2cConfig read_llama2c_config(const std::string& model_bin);
 // Cost: O(file size) time, about twice the model size in memory.
 Llama2cConfig convert_llama2c(const std::string& model_bin, const std::string& tokenizer_bin,
                               const std::string& out_gguf, const Llama2cConvertOptions& options = {});
+
+// ---- From-memory entry points (fuzzing, tests). `name` stands for the path in messages.
+
+// The vocabulary read from a tokenizer.bin image, as it is written to GGUF.
+struct Llama2cVocab {
+  std::vector<std::string> tokens;  // (n_vocab) text, spaces written as U+2581
+  std::vector<float> scores;        // (n_vocab)
+  std::vector<int32_t> types;       // (n_vocab) GGUF token types (1 normal, 2 unknown, 3 control, 6 byte)
+};
+
+// read_llama2c_config on the image [data, data + size) (not copied, not kept).
+// Requires: data readable for size bytes. Guarantees: as read_llama2c_config. Cost: O(1).
+Llama2cConfig parse_llama2c_config(const uint8_t* data, size_t size, const std::string& name);
+
+// Reads a tokenizer.bin image that must hold exactly n_vocab tokens.
+// Requires: data readable for size bytes. Guarantees: n_vocab entries, or Error naming `name`,
+// the token and the offset for a truncated, oversized or negative-length entry. Cost: O(size).
+Llama2cVocab parse_llama2c_tokenizer(const uint8_t* data, size_t size, const std::string& name,
+                                     int32_t n_vocab);
+
+// convert_llama2c on in-memory images; returns the GGUF file's bytes instead of writing it.
+// Requires/guarantees: as convert_llama2c. Cost: O(model size) time, about three times the
+// model size in memory.
+std::vector<uint8_t> convert_llama2c_image(const uint8_t* model, size_t model_size,
+                                           const uint8_t* tokenizer, size_t tokenizer_size,
+                                           const Llama2cConvertOptions& options = {});
 
 }  // namespace specdec

@@ -26,6 +26,9 @@ struct ActStorage {
   std::vector<int8_t> values;      // (M, n_pad)
   std::vector<float> lane_scale;   // (M, n_pad / 4)
   std::vector<float> sums16;       // (M, n_groups_pad)
+  std::vector<int32_t> neg128_sums32;  // (M, n_pad / 32)
+  std::vector<int32_t> neg32_sums16;   // (M, n_groups_pad)
+  std::vector<float> sums32;           // (M, n_pad / 32)
 };
 
 struct ScratchStorage {
@@ -50,6 +53,9 @@ QuantizedActs thread_acts(int M, int64_t n_in) {
   a.values = sized(s.values, M * a.n_pad);
   a.lane_scale = sized(s.lane_scale, M * a.n_pad / 4);
   a.sums16 = sized(s.sums16, M * a.n_groups_pad);
+  a.neg128_sums32 = sized(s.neg128_sums32, M * a.n_pad / 32);
+  a.neg32_sums16 = sized(s.neg32_sums16, M * a.n_groups_pad);
+  a.sums32 = sized(s.sums32, M * a.n_pad / 32);
   return a;
 }
 

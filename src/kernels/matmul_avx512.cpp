@@ -180,6 +180,7 @@ void make_coefficients(const UnpackedRow& u, int64_t n_groups) {
 }
 
 void quant_range(const RangeJob& job) {
+  if (matmul_range_tiled_avx512(job)) return;  // Q8_0, Q4_K, Q6_K: weights read in place
   const WeightMatrix& w = *job.w;
   for (int rb = 0; rb < job.M; rb += kRowBlock) {
     const int rb_end = min_rows(job.M, rb + kRowBlock);

@@ -41,6 +41,10 @@ struct QuantizedActs {
   int8_t* values = nullptr;   // (M, n_pad) a = round(x / d), |a| <= 127, zero padding
   float* lane_scale = nullptr;  // (M, n_pad / 4) d of the block holding each group of 4 values
   float* sums16 = nullptr;    // (M, n_groups_pad) d * sum(a) over each group of 16 values
+  // Per-block terms for the tiled kernels (matmul_tiles_avx512.cpp), exact integers:
+  int32_t* neg128_sums32 = nullptr;  // (M, n_pad / 32) -128 * sum(a) over each block of 32
+  int32_t* neg32_sums16 = nullptr;   // (M, n_groups_pad) -32 * sum(a) over each group of 16
+  float* sums32 = nullptr;           // (M, n_pad / 32) sum(a) over each block of 32, as float
 };
 
 // Requires: x (M, n_in) row-major, n_in a multiple of 32, out's arrays sized for M rows.
@@ -79,6 +83,13 @@ struct RangeJob {
 };
 
 bool is_float_weight(DType type);
+
+// AVX-512 VNNI kernels that read the quantized weight blocks directly (no unpacked copy) in
+// tiles of 16 weight rows, one output per vector lane (matmul_tiles_avx512.cpp). Computes the
+// same outputs as matmul_range_avx512 would for job's range, within the same error bounds.
+// Returns false (doing nothing) for a type it does not cover. Any output range works: lanes
+// are independent, so an output's bits do not depend on its tile or on M.
+bool matmul_range_tiled_avx512(const RangeJob& job);
 
 // Per-ISA implementations; each computes y[r][o] for all r < M and o in [o_begin, o_end).
 void matmul_range_scalar(const RangeJob& job);

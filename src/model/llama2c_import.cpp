@@ -47,8 +47,19 @@ uint64_t expected_floats(const Llama2cConfig& c) {
   return n;
 }
 
-Llama2cConfig parse_header(const MappedFile& file) {
-  const std::string& path = file.path();
+// The checkpoint image [data, data + size); `path` names it in messages.
+struct Image {
+  const uint8_t* bytes;
+  size_t n_bytes;
+  std::string path;
+  const uint8_t* data() const { return bytes; }
+  size_t size() const { return n_bytes; }
+};
+
+Image image_of(const MappedFile& file) { return {file.data(), file.size(), file.path()}; }
+
+Llama2cConfig parse_header(const Image& file) {
+  const std::string& path = file.path;
   const std::string where = "llama2.c checkpoint '" + path + "'";
   if (file.size() < kHeaderBytes)
     throw Error(where + " is truncated: " + std::to_string(file.size()) +
@@ -110,11 +121,7 @@ Llama2cConfig parse_header(const MappedFile& file) {
   return c;
 }
 
-struct Vocab {
-  std::vector<std::string> tokens;  // (n_vocab) text, spaces written as U+2581
-  std::vector<float> scores;        // (n_vocab)
-  std::vector<int32_t> types;       // (n_vocab)
-};
+using Vocab = Llama2cVocab;
 
 bool is_hex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -136,8 +143,8 @@ std::string escape_spaces(const std::string& text) {
   return out;
 }
 
-Vocab read_tokenizer(const std::string& path, int32_t n_vocab) {
-  const MappedFile file(path);
+Vocab read_tokenizer(const Image& file, int32_t n_vocab) {
+  const std::string& path = file.path;
   const std::string where = "llama2.c tokenizer '" + path + "'";
   const uint8_t* p = file.data();
   size_t pos = 0;
@@ -202,17 +209,10 @@ Vocab read_tokenizer(const std::string& path, int32_t n_vocab) {
   return v;
 }
 
-}  // namespace
-
-Llama2cConfig read_llama2c_config(const std::string& model_bin) {
-  const MappedFile file(model_bin);
-  return parse_header(file);
-}
-
-Llama2cConfig convert_llama2c(const std::string& model_bin, const std::string& tokenizer_bin,
-                              const std::string& out_gguf, const Llama2cConvertOptions& options) {
-  const MappedFile file(model_bin);
-  const Llama2cConfig c = parse_header(file);
+// Builds the GGUF for a validated checkpoint image and its tokenizer image.
+GgufWriter build_gguf(const Image& file, const Llama2cConfig& c, const Image& tokenizer,
+                      const Llama2cConvertOptions& options) {
+  const std::string& model_bin = file.path;
   const auto seq_len = static_cast<uint32_t>(c.seq_len);
   const uint32_t n_ctx = !options.context_length      ? std::min(kDefaultContext, seq_len)
                          : *options.context_length == 0 ? seq_len
@@ -220,7 +220,7 @@ Llama2cConfig convert_llama2c(const std::string& model_bin, const std::string& t
   if (n_ctx > static_cast<uint32_t>(c.seq_len))
     throw Error("context length " + std::to_string(n_ctx) + " exceeds the seq_len " +
                 std::to_string(c.seq_len) + " that '" + model_bin + "' was trained with");
-  const Vocab vocab = read_tokenizer(tokenizer_bin, c.vocab_size);
+  const Vocab vocab = read_tokenizer(tokenizer, c.vocab_size);
 
   const int64_t dim = c.dim, hidden = c.hidden_dim, n_vocab = c.vocab_size;
   const int64_t kv_dim = dim / c.n_heads * c.n_kv_heads;
@@ -298,7 +298,41 @@ Llama2cConfig convert_llama2c(const std::string& model_bin, const std::string& t
     w.add_tensor(blk + "ffn_norm.weight", DType::F32, {dim},
                  bytes_of(rms_ffn + lz * static_cast<size_t>(dim) * f, dim));
   }
-  w.write(out_gguf);
+  return w;
+}
+
+}  // namespace
+
+Llama2cConfig read_llama2c_config(const std::string& model_bin) {
+  const MappedFile file(model_bin);
+  return parse_header(image_of(file));
+}
+
+Llama2cConfig parse_llama2c_config(const uint8_t* data, size_t size, const std::string& name) {
+  return parse_header(Image{data, size, name});
+}
+
+Llama2cVocab parse_llama2c_tokenizer(const uint8_t* data, size_t size, const std::string& name,
+                                     int32_t n_vocab) {
+  if (n_vocab < 0) throw Error("llama2.c tokenizer '" + name + "': vocab_size " + std::to_string(n_vocab) + " is negative");
+  return read_tokenizer(Image{data, size, name}, n_vocab);
+}
+
+std::vector<uint8_t> convert_llama2c_image(const uint8_t* model, size_t model_size,
+                                           const uint8_t* tokenizer, size_t tokenizer_size,
+                                           const Llama2cConvertOptions& options) {
+  const Image model_image{model, model_size, "<memory model>"};
+  const Llama2cConfig c = parse_header(model_image);
+  return build_gguf(model_image, c, Image{tokenizer, tokenizer_size, "<memory tokenizer>"}, options)
+      .to_bytes();
+}
+
+Llama2cConfig convert_llama2c(const std::string& model_bin, const std::string& tokenizer_bin,
+                              const std::string& out_gguf, const Llama2cConvertOptions& options) {
+  const MappedFile file(model_bin);
+  const Llama2cConfig c = parse_header(image_of(file));
+  const MappedFile tokenizer(tokenizer_bin);
+  build_gguf(image_of(file), c, image_of(tokenizer), options).write(out_gguf);
   return c;
 }
 

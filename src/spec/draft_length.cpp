@@ -22,8 +22,9 @@ void DraftLengthController::observe_acceptance(int n_drafted, int n_accepted) {
   if (n_drafted == 0) return;
   const int last = std::min(n_accepted + (n_accepted < n_drafted ? 1 : 0), static_cast<int>(tried_.size()) - 1);
   for (int k = 1; k <= last; ++k) {
-    tried_[static_cast<size_t>(k)] = tried_[static_cast<size_t>(k)] * kDecay + 1.0;
-    accepted_[static_cast<size_t>(k)] = accepted_[static_cast<size_t>(k)] * kDecay + (k <= n_accepted ? 1.0 : 0.0);
+    tried_[static_cast<size_t>(k)] = tried_[static_cast<size_t>(k)] * kAcceptDecay + 1.0;
+    accepted_[static_cast<size_t>(k)] =
+        accepted_[static_cast<size_t>(k)] * kAcceptDecay + (k <= n_accepted ? 1.0 : 0.0);
   }
 }
 
@@ -32,7 +33,7 @@ void DraftLengthController::observe_verify(int n_rows, double seconds) {
   double& t = t_rows_[static_cast<size_t>(n_rows)];
   long& n = n_obs_[static_cast<size_t>(n_rows)];
   // A plain average for the first observations, then an exponential moving average.
-  const double weight = std::max(1.0 - kDecay, 1.0 / static_cast<double>(n + 1));
+  const double weight = std::max(1.0 - kTimeDecay, 1.0 / static_cast<double>(n + 1));
   t = n == 0 ? seconds : t + weight * (seconds - t);
   ++n;
   refit();
@@ -44,6 +45,11 @@ void DraftLengthController::observe_draft(int n_tokens, double seconds) {
   draft_token_seconds_ = has_draft_timing_ ? draft_token_seconds_ + 0.1 * (per_token - draft_token_seconds_)
                                            : per_token;
   has_draft_timing_ = true;
+}
+
+void DraftLengthController::set_prior(double alpha_1) {
+  SPECDEC_CHECK(alpha_1 >= 0.0 && alpha_1 <= 1.0, "set_prior: alpha " + std::to_string(alpha_1));
+  prior_alpha_ = alpha_1;
 }
 
 void DraftLengthController::refit() {
@@ -100,8 +106,7 @@ double DraftLengthController::c_draft() const {
 
 double DraftLengthController::alpha(int position) const {
   SPECDEC_CHECK(position >= 1, "alpha: position " + std::to_string(position));
-  constexpr double kPriorWeight = 2.0;
-  double estimate = 0.5;
+  double estimate = prior_alpha_;
   const int last = std::min(position, static_cast<int>(tried_.size()) - 1);
   for (int k = 1; k <= last; ++k) {
     estimate = (accepted_[static_cast<size_t>(k)] + kPriorWeight * estimate) / (tried_[static_cast<size_t>(k)] + kPriorWeight);

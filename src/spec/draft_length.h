@@ -6,10 +6,19 @@
 //   cost(K)      = K * c_draft + verify_cost(K + 1)          (in target single-row steps)
 //   K*           = argmax_{K in [k_min, k_max]} E[tokens](K) / cost(K)
 //
+// K = 0 (a plain step) has rate 1 / verify_cost(1) = 1, so drafting happens only when its
+// expected tokens per unit of time beat plain decoding.
+//
 // c_draft = time of one draft token / time of a 1-row target forward; verify_cost(M) = time of
-// an M-row target forward / time of a 1-row forward. Both come from measurements (exponential
-// moving averages), never from assumptions; until they exist the costs read as c_draft = 0 and
-// verify_cost = 1 (optimistic, so the first steps draft the maximum and measure).
+// an M-row target forward / time of a 1-row forward. Both come from measurements (moving
+// averages). For row counts never measured, verify_cost comes from a least-squares line through
+// the measured counts; with only one measured count it is taken as flat (optimistic: the first
+// draft that the acceptance evidence justifies then measures the real cost).
+//
+// Acceptance: alpha_1 starts at the prior (set_prior: pessimistic for drafters whose acceptance
+// is observed for free at plain steps, see speculative.cpp) and every later position is shrunk
+// toward the previous one. Observations decay geometrically (kAcceptDecay), so the estimates
+// follow a change of regime (a repeated passage starting or ending) within a few steps.
 #pragma once
 
 #include <vector>
@@ -29,12 +38,16 @@ class DraftLengthController {
   void observe_verify(int n_rows, double seconds);
   // The drafter spent `seconds` proposing n_tokens tokens (n_tokens 0 counts as 1).
   void observe_draft(int n_tokens, double seconds);
+  // alpha_1 before any observation (default 0.5), in [0, 1].
+  void set_prior(double alpha_1);
 
   // Estimated P(position k accepted | positions < k accepted), k >= 1. Smoothed toward the
-  // previous position's estimate (and 0.5 for k = 1) with a weight of two observations.
+  // previous position's estimate (and the prior for k = 1) with a weight of kPriorWeight
+  // observations.
   double alpha(int position) const;
   double expected_tokens(int k) const;
   double c_draft() const;
+  bool has_draft_timing() const { return has_draft_timing_; }
   // t(n_rows) / t(1): measured EMAs where present, otherwise a least-squares line through the
   // measured row counts (flat when only one count was measured), 1 when nothing is known.
   double verify_cost(int n_rows) const;
@@ -50,7 +63,10 @@ class DraftLengthController {
   double row_seconds(int n_rows) const;  // measured or fitted t(n_rows); 0 when unknown
   void refit();
 
-  static constexpr double kDecay = 0.98;  // weight of the past in every moving average
+  static constexpr double kTimeDecay = 0.98;    // weight of the past in the timing averages
+  static constexpr double kAcceptDecay = 0.93;  // weight of the past in the acceptance counts
+  static constexpr double kPriorWeight = 1.0;   // pseudo-observations of the prior / previous position
+  double prior_alpha_ = 0.5;
   std::vector<double> tried_;     // (max_positions + 1) decayed counts of steps reaching position k
   std::vector<double> accepted_;  // (max_positions + 1) decayed counts of acceptances at k
   std::vector<double> t_rows_;    // (max_rows + 1) EMA seconds of an n-row forward

@@ -1,0 +1,134 @@
+// fuzz/fuzz_tokenizer.cpp — libFuzzer target: encoding arbitrary bytes, decoding arbitrary ids
+// and streaming detokenization with the fixture vocabularies (SentencePiece and byte-level BPE).
+//
+// Input layout: byte 0 picks the vocabulary, byte 1 the mode and flags, the rest is text (encode)
+// or little-endian int32 ids (decode / stream).
+// Properties checked (the tokenizer's documented guarantees, as in tests/tokenizer):
+//   encode never fails, is deterministic and gives ids in [0, n_vocab); with BOS added and
+//   without special-token parsing, decode(encode(text)) == text for valid UTF-8 text (vocabularies that keep raw bytes:
+//   for any text); the streaming detokenizer emits only valid UTF-8 and, over in-range ids,
+//   the same text as utf8-sanitizing the whole decode.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fuzz_common.h"
+#include "specdec/gguf.h"
+#include "specdec/tokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace specdec {
+namespace {
+
+struct Vocabulary {
+  std::string name;
+  std::unique_ptr<Tokenizer> tok;
+  bool exact_bytes;  // decode(encode(x)) == x even for invalid UTF-8
+};
+
+std::vector<Vocabulary>& vocabularies() {
+  static std::vector<Vocabulary> v;
+  return v;
+}
+
+void load_vocabularies() {
+  struct Spec { const char* file; bool exact_bytes; };
+  const Spec specs[] = {
+      {"models/stories260K.gguf", true},
+      {"tokenizer/ggml-vocab-llama-spm.gguf", true},
+      {"tokenizer/ggml-vocab-phi-3.gguf", false},
+      {"tokenizer/ggml-vocab-gpt-2.gguf", true},
+      {"tokenizer/ggml-vocab-deepseek-coder.gguf", false},
+      {"tokenizer/ggml-vocab-falcon.gguf", false},
+  };
+  const std::string dir = fuzz::fixtures_dir();
+  for (const Spec& s : specs) {
+    try {
+      auto gguf = GgufFile::open(dir + "/" + s.file);
+      vocabularies().push_back({s.file, Tokenizer::from_gguf(*gguf), s.exact_bytes});
+    } catch (const Error& e) {
+      std::fprintf(stderr, "fuzz_tokenizer: skipping %s: %s\n", s.file, e.what());
+    }
+  }
+  if (vocabularies().empty()) {
+    std::fprintf(stderr, "fuzz_tokenizer: no vocabulary found under %s (set SPECDEC_FIXTURES)\n",
+                 dir.c_str());
+    std::exit(1);
+  }
+}
+
+bool has_space_marker(const Tokenizer& tok, std::string_view text) {
+  // SentencePiece cannot give back a literal U+2581, its space marker.
+  return tok.model_name() == "llama" && text.find("\xE2\x96\x81") != std::string_view::npos;
+}
+
+void fuzz_encode(const Vocabulary& v, std::string_view text, bool add_special, bool parse_special) {
+  const Tokenizer& tok = *v.tok;
+  const std::vector<Token> ids = tok.encode(text, add_special, parse_special);
+  for (Token id : ids)
+    FUZZ_PROPERTY(id >= 0 && id < tok.n_vocab(), v.name + ": id " + std::to_string(id));
+  FUZZ_PROPERTY(ids == tok.encode(text, add_special, parse_special), v.name + ": deterministic");
+  const bool valid = utf8::is_valid(text);
+  if (add_special && !parse_special && !has_space_marker(tok, text) && (v.exact_bytes || valid))
+    FUZZ_PROPERTY(tok.decode(ids) == text, v.name + ": round trip");
+  StreamingDetokenizer detok(tok);
+  std::string streamed;
+  for (Token id : ids) {
+    const std::string chunk = detok.push(id);
+    FUZZ_PROPERTY(utf8::is_valid(chunk), v.name + ": streamed chunk is valid UTF-8");
+    streamed += chunk;
+  }
+  streamed += detok.flush();
+  if (add_special && valid && !parse_special && !has_space_marker(tok, text))
+    FUZZ_PROPERTY(streamed == text, v.name + ": streamed round trip");
+}
+
+void fuzz_ids(const Vocabulary& v, const uint8_t* data, size_t size, bool render_special, bool in_range) {
+  const Tokenizer& tok = *v.tok;
+  std::vector<Token> ids(size / 4);  // (n_ids)
+  if (!ids.empty()) std::memcpy(ids.data(), data, ids.size() * 4);
+  if (in_range)
+    for (Token& id : ids) id = static_cast<Token>(static_cast<uint32_t>(id) % static_cast<uint32_t>(tok.n_vocab()));
+  for (Token id : ids) (void)tok.token_to_piece(id, render_special);
+  const std::string text = tok.decode(ids, render_special);
+  StreamingDetokenizer detok(tok);
+  std::string streamed;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i == ids.size() / 2 && (size & 1)) detok.resume();
+    const std::string chunk = detok.push(ids[i]);
+    FUZZ_PROPERTY(utf8::is_valid(chunk), v.name + ": streamed chunk is valid UTF-8");
+    streamed += chunk;
+  }
+  streamed += detok.flush();
+  FUZZ_PROPERTY(utf8::is_valid(streamed), v.name + ": streamed text is valid UTF-8");
+}
+
+}  // namespace
+}  // namespace specdec
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  specdec::load_vocabularies();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace specdec;
+  fuzz::Input in(data, size);
+  const auto& vocabs = vocabularies();
+  const Vocabulary& v = vocabs[in.take<uint8_t>() % vocabs.size()];
+  const uint8_t mode = in.take<uint8_t>();
+  const bool flag_a = mode & 0x10, flag_b = mode & 0x20;
+  switch (mode % 2) {
+    case 0:
+      fuzz_encode(v, std::string_view(reinterpret_cast<const char*>(in.rest()), in.rest_size()),
+                  flag_a, flag_b);
+      break;
+    default:
+      fuzz_ids(v, in.rest(), in.rest_size(), flag_a, flag_b);
+      break;
+  }
+  return 0;
+}

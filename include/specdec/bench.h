@@ -1,0 +1,200 @@
+// specdec/bench.h — the `specdec bench` measurements as a library, so tests can run them:
+// decode speed against the machine's measured read bandwidth, the verify cost curve
+// c(M) = t(forward of M rows) / t(forward of 1 row) at a short and a long context, prefill
+// speed, peak memory, end-to-end plain vs speculative decoding in the same run, and a clearly
+// labelled SIMULATION of the speculative speedup from the measured costs.
+//
+// Every timing is a median over `reps` repeats; repeats of different row counts are interleaved
+// (M = 1..m_max inside each repeat) so that a change in machine load hits all of them alike.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "specdec/engine.h"
+#include "specdec/sampling.h"
+
+namespace specdec {
+
+class Transformer;
+class KvCache;
+
+struct BenchOptions {
+  // The target, its threads, and (for the end-to-end part) the drafter. engine.model_path is
+  // required; engine.n_threads 0 = physical cores.
+  EngineOptions engine;
+  bool end_to_end = false;      // run plain vs speculative through Engine::generate
+
+  int reps = 5;                 // repeats per timing (median); >= 1
+  double min_rep_seconds = 0.05;  // a repeat loops its forward until this much time passed
+  int short_ctx = 16;           // cache positions before the timed rows ("short context")
+  int long_ctx = 4096;          // the long context (capped at the model's context - m_max)
+  int m_max = 17;               // c(M) for M = 1..m_max; >= 2
+  int prefill_chunk = 256;      // tokens per prefill forward (capped by the context)
+
+  size_t bandwidth_bytes = size_t{1} << 30;  // read-bandwidth probe buffer (0: skip the probe)
+  int bandwidth_passes = 5;
+
+  // End-to-end: each prompt is generated plain and speculative, `reps` times.
+  std::vector<std::string> prompts;  // empty: built-in story prompts
+  int max_tokens = 64;
+  SamplingParams sampling = greedy_sampling();
+
+  // SIMULATION: predicted speedup for K = 1..simulate_k_max at each alpha.
+  std::vector<double> simulate_alpha;  // each in [0, 1]
+  double simulate_c_draft = -1.0;      // < 0: measured (draft forward ratio) or 0 (model-free)
+  int simulate_k_max = 8;              // capped at m_max - 1
+  int simulate_loop_tokens = 0;        // > 0: also run the forced-acceptance decode loop
+
+  static SamplingParams greedy_sampling() {
+    SamplingParams p;
+    p.temperature = 0.0f;
+    return p;
+  }
+};
+
+// Timings of forwards of M rows (M = 1..m_max, index M-1) at one context length.
+struct CostCurve {
+  int context = 0;                  // cache positions before the timed rows
+  std::vector<double> seconds;      // (m_max) median seconds of one forward of M rows
+  std::vector<double> cost;         // (m_max) seconds[M-1] / seconds[0]; cost[0] == 1
+  bool empty() const { return seconds.empty(); }
+};
+
+struct MemoryReport {
+  size_t peak_rss_bytes = 0;        // VmHWM of this process after the forward measurements
+  size_t rss_bytes = 0;             // VmRSS at the same moment
+  size_t mapped_file_bytes = 0;     // size of the target GGUF (mapped whole)
+  size_t kv_cache_bytes = 0;        // the benchmark's KV cache (target)
+  size_t draft_bytes = 0;           // draft GGUF + its cache when a draft model was loaded
+  // peak / (mapped + kv + draft); the target of issue 6 is <= 1.10.
+  double ratio() const;
+};
+
+struct EndToEndReport {
+  std::string drafter;              // drafter name, "" when not run
+  int n_prompts = 0;
+  int reps = 0;
+  int64_t plain_tokens = 0, spec_tokens = 0;
+  double plain_seconds = 0, spec_seconds = 0;    // decode seconds, summed
+  std::vector<double> speedup_per_rep;           // (reps) same-rep tokens/s ratio
+  double speedup_median = 0;                     // median of speedup_per_rep
+  SpecStats spec_stats;                          // counters summed over all speculative requests
+  double c_draft = 0, verify_cost = 0;           // means over requests that measured them
+  int n_outputs_differ = 0;                      // greedy: plain and speculative texts differ (must be 0)
+  bool greedy = true;
+  double plain_tps() const { return plain_seconds > 0 ? double(plain_tokens) / plain_seconds : 0.0; }
+  double spec_tps() const { return spec_seconds > 0 ? double(spec_tokens) / spec_seconds : 0.0; }
+};
+
+// SIMULATION at one acceptance rate: E[tokens](K) = (1 - a^(K+1)) / (1 - a),
+// speedup(K) = E[tokens](K) / (K * c_draft + c(K+1)).
+struct SimulatedPoint {
+  int k = 0;
+  double expected_tokens = 0;
+  double speedup_short = 0;         // with c(K+1) at the short context
+  double speedup_long = 0;          // at the long context (0 when not measured)
+  double loop_speedup = 0;          // forced-acceptance decode loop (0 when not run)
+};
+
+struct Simulation {
+  double alpha = 0;
+  double c_draft = 0;
+  std::string c_draft_source;       // "given" | "draft model forward" | "model-free (0)"
+  std::vector<SimulatedPoint> points;  // K = 1..k_max
+  int best_k_short = 0, best_k_long = 0;
+};
+
+struct BenchReport {
+  // Run context
+  std::string model_path, model_name, isa;
+  std::string date;                 // UTC, ISO 8601
+  int n_threads = 0, reps = 0;
+  int n_layers = 0, n_embd = 0, n_vocab = 0, n_ctx = 0;
+  std::string weight_types;         // e.g. "Q8_0 x112, Q6_K x1, F32 x33"
+  double load_average_1min = -1;    // /proc/loadavg at the start (-1: unknown)
+
+  // Decode and bandwidth
+  size_t weight_bytes = 0;          // Transformer::weight_bytes(): streamed per forward
+  double decode_seconds = 0;        // median 1-row forward at the short context
+  double decode_tps = 0;            // 1 / decode_seconds
+  double decode_tps_long = 0;       // at the long context
+  double achieved_gbs = 0;          // weight_bytes / decode_seconds / 1e9
+  double bandwidth_gbs = 0;         // measured probe (0: skipped)
+  double bandwidth_ratio = 0;       // achieved / measured
+
+  // Cost curves and prefill
+  CostCurve short_curve, long_curve;
+  int prefill_chunk = 0;
+  double prefill_tps = 0;           // median over reps of chunk tokens / chunk seconds from position 0
+  double fill_tps = 0;              // tokens / seconds filling the long context (growing context)
+  double prefill_over_decode = 0;   // prefill_tps / decode_tps (issue 6: >= 8 for the 1B shape)
+
+  MemoryReport memory;
+
+  // Draft model alone (when given)
+  double draft_decode_seconds = 0;  // median 1-row draft forward at the short context
+  double c_draft_forward = 0;       // draft_decode_seconds / decode_seconds
+
+  EndToEndReport end_to_end;        // drafter empty when not run
+  std::vector<Simulation> simulations;
+  int simulate_loop_tokens = 0;
+};
+
+// Progress messages ("measuring c(M) at context 4096..."); may be empty.
+using BenchLog = std::function<void(const std::string&)>;
+
+// Runs every measurement the options ask for. Requires: engine.model_path a loadable GGUF,
+// reps >= 1, m_max >= 2, alphas in [0, 1] (Error naming the value otherwise). Guarantees:
+// c(1) == 1 exactly; the memory snapshot is taken before the bandwidth probe and before any
+// second model mapping. Cost: about reps * (sum over M of t(M)) * 2 contexts + the long fill +
+// the bandwidth probe + end-to-end generation; seconds for stories260K, minutes for 1B shapes.
+BenchReport run_bench(const BenchOptions& options, const BenchLog& log = {});
+
+// Median seconds of one forward of m_rows chain rows appended at cache position `context`
+// (the cache is truncated back to `context` after each). Requires cache.size() >= context and
+// context + m_rows <= cache.capacity(). Cost: reps * max(1, min_rep_seconds / t) forwards.
+double time_forward(Transformer& model, KvCache& cache, int context, int m_rows, int reps,
+                    double min_rep_seconds);
+
+// Median seconds of a prefill forward of m_rows tokens from position 0 (logits of the last row
+// only). Leaves the cache empty. Requires m_rows <= cache.capacity(). Cost: as time_forward.
+double time_prefill_chunk(Transformer& model, KvCache& cache, int m_rows, int reps, double min_rep_seconds);
+
+// The verify cost curve at the cache's current size: forwards of M = 1..m_max rows, repeats
+// interleaved over M. Requires cache.size() + m_max <= cache.capacity().
+CostCurve measure_cost_curve(Transformer& model, KvCache& cache, int m_max, int reps, double min_rep_seconds);
+
+// E[tokens](K) for a per-position acceptance rate alpha in [0, 1]: (1 - a^(K+1)) / (1 - a).
+double expected_tokens(double alpha, int k);
+// The SIMULATION for one alpha from measured curves (long may be empty). Requires
+// short_curve.cost.size() >= k_max + 1.
+Simulation simulate_speedup(double alpha, double c_draft, const std::string& c_draft_source,
+                            const CostCurve& short_curve, const CostCurve& long_curve, int k_max);
+
+// Forced-acceptance decode loop (SIMULATION): from the cache's current size, steps of one real
+// target forward over K+1 chain rows, acceptance of each draft position drawn with probability
+// alpha (seeded Rng, stops at the first rejection), cache truncated to the accepted prefix plus
+// one, 1 + n_accepted tokens emitted; drafting is not run but charged as K *
+// draft_seconds_per_token per step. K = 0 is plain decoding. Returns emitted tokens per second
+// of wall time (+ charged drafting) until n_tokens are emitted, and restores the cache size.
+// Requires cache.size() + n_tokens + k + 1 <= cache.capacity(), alpha in [0, 1].
+// Cost: about n_tokens / E[tokens](K) forwards of K+1 rows.
+double forced_acceptance_tps(Transformer& model, KvCache& cache, double alpha, int k,
+                             double draft_seconds_per_token, int n_tokens, uint64_t seed);
+
+// Peak and current resident set size of this process from /proc/self/status (0 when unknown).
+size_t peak_rss_bytes();
+size_t current_rss_bytes();
+
+// Human-readable report (the SIMULATION section is labelled as such).
+std::string bench_report_text(const BenchReport& report);
+// Every figure as a JSON document (pretty-printed).
+std::string bench_report_json(const BenchReport& report);
+// An SVG document: c(M) at both contexts, and simulated speedup vs K for each alpha.
+std::string bench_report_svg(const BenchReport& report);
+
+}  // namespace specdec

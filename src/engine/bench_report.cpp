@@ -1,0 +1,199 @@
+// engine/bench_report.cpp — the `specdec bench` report as text and as JSON.
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "specdec/bench.h"
+
+namespace specdec {
+
+namespace {
+
+// printf-style append (the report is small; one bounded buffer per line is enough).
+[[gnu::format(printf, 2, 3)]] void put(std::string& out, const char* fmt, ...) {
+  char buf[1024];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  out += buf;
+}
+
+double mib(size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
+
+void put_curves(std::string& out, const BenchReport& r) {
+  const bool have_long = !r.long_curve.empty();
+  put(out, "\nverify cost c(M) = t(forward of M rows) / t(forward of 1 row), medians:\n");
+  if (have_long) {
+    put(out, "  %3s  %12s %7s  %12s %7s\n", "M", "ms @ctx", "c(M)", "ms @ctx", "c(M)");
+    put(out, "  %3s  %12d %7s  %12d %7s\n", "", r.short_curve.context, "", r.long_curve.context, "");
+  } else {
+    put(out, "  %3s  %12s %7s   (long context not measured: --ctx-long not above --ctx-short within the model's context)\n", "M", "ms", "c(M)");
+  }
+  for (size_t i = 0; i < r.short_curve.seconds.size(); ++i) {
+    put(out, "  %3zu  %12.3f %7.3f", i + 1, r.short_curve.seconds[i] * 1e3, r.short_curve.cost[i]);
+    if (have_long && i < r.long_curve.seconds.size())
+      put(out, "  %12.3f %7.3f", r.long_curve.seconds[i] * 1e3, r.long_curve.cost[i]);
+    put(out, "\n");
+  }
+}
+
+void put_end_to_end(std::string& out, const EndToEndReport& e) {
+  if (e.drafter.empty()) return;
+  put(out, "\nend to end, plain vs speculative in the same run (drafter %s, %d prompts x %d repeats, %s):\n",
+      e.drafter.c_str(), e.n_prompts, e.reps, e.greedy ? "greedy" : "sampled");
+  put(out, "  plain %.2f tok/s (%lld tokens), speculative %.2f tok/s (%lld tokens)\n", e.plain_tps(),
+      static_cast<long long>(e.plain_tokens), e.spec_tps(), static_cast<long long>(e.spec_tokens));
+  put(out, "  speedup %.3fx (median of per-repeat ratios:", e.speedup_median);
+  for (double s : e.speedup_per_rep) put(out, " %.3f", s);
+  put(out, ")\n");
+  const SpecStats& s = e.spec_stats;
+  put(out, "  target passes %lld, drafted %lld, accepted %lld: acceptance %.3f, mean tokens per target pass %.3f\n",
+      static_cast<long long>(s.n_target_passes), static_cast<long long>(s.n_drafted),
+      static_cast<long long>(s.n_accepted), s.acceptance_rate(), s.mean_tokens_per_pass());
+  put(out, "  c_draft %.4f, verify_cost %.3f (decoder's own measurements, mean over requests; 0 = not measured)%s\n",
+      e.c_draft, e.verify_cost, s.lossy ? " LOSSY (lenience < 1)" : "");
+  const auto by_pos = s.acceptance_by_position();
+  if (!by_pos.empty()) {
+    put(out, "  acceptance by draft position:");
+    for (size_t k = 0; k < by_pos.size() && k < 16; ++k) put(out, " %zu:%.2f", k + 1, by_pos[k]);
+    put(out, "\n");
+  }
+  if (e.greedy)
+    put(out, "  greedy outputs identical to plain: %s (%d of %d requests differ)\n", e.n_outputs_differ ? "NO" : "yes",
+        e.n_outputs_differ, e.n_prompts * e.reps);
+}
+
+void put_simulations(std::string& out, const BenchReport& r) {
+  if (r.simulations.empty()) return;
+  put(out,
+      "\nSIMULATION (predicted, not measured decoding): acceptance forced at rate alpha per draft position;\n"
+      "  E[tokens](K) = (1 - alpha^(K+1)) / (1 - alpha), speedup(K) = E[tokens](K) / (K * c_draft + c(K+1))\n"
+      "  with c(M) measured above%s.\n",
+      r.simulate_loop_tokens > 0 ? "; 'loop' = real target forwards with forced acceptance, drafting charged" : "");
+  for (const Simulation& sim : r.simulations) {
+    put(out, "  SIMULATION alpha %.2f, c_draft %.4f (%s):\n", sim.alpha, sim.c_draft, sim.c_draft_source.c_str());
+    put(out, "    %2s %9s %13s", "K", "E[tokens]", "speedup@short");
+    const bool have_long = !r.long_curve.empty();
+    if (have_long) put(out, " %12s", "speedup@long");
+    if (r.simulate_loop_tokens > 0) put(out, " %12s", "loop@short");
+    put(out, "\n");
+    for (const SimulatedPoint& p : sim.points) {
+      put(out, "    %2d %9.3f %13.3f", p.k, p.expected_tokens, p.speedup_short);
+      if (have_long) put(out, " %12.3f", p.speedup_long);
+      if (r.simulate_loop_tokens > 0) put(out, " %12.3f", p.loop_speedup);
+      put(out, "\n");
+    }
+    put(out, "    best K: %d at the short context", sim.best_k_short);
+    if (have_long) put(out, ", %d at the long context", sim.best_k_long);
+    put(out, "\n");
+  }
+}
+
+nlohmann::json curve_json(const CostCurve& c) {
+  return {{"context", c.context}, {"seconds", c.seconds}, {"cost", c.cost}};
+}
+
+}  // namespace
+
+std::string bench_report_text(const BenchReport& r) {
+  std::string out;
+  put(out, "specdec bench: %s%s%s\n", r.model_path.c_str(), r.model_name.empty() ? "" : " ",
+      r.model_name.empty() ? "" : ("(" + r.model_name + ")").c_str());
+  put(out, "  %s, ISA %s, %d threads, medians of %d repeats, load average %.2f at start\n", r.date.c_str(),
+      r.isa.c_str(), r.n_threads, r.reps, r.load_average_1min);
+  put(out, "  %d layers, %d dim, vocab %d, context %d; tensors %s\n", r.n_layers, r.n_embd, r.n_vocab, r.n_ctx,
+      r.weight_types.c_str());
+  put(out, "\ndecode (1-row forward at context %d): %.2f tok/s (%.3f ms/token)\n", r.short_curve.context, r.decode_tps,
+      r.decode_seconds * 1e3);
+  put(out, "  weights read per token %.1f MiB -> achieved %.2f GB/s\n", mib(r.weight_bytes), r.achieved_gbs);
+  if (r.bandwidth_gbs > 0)
+    put(out, "  measured read bandwidth (same run, all threads, best pass) %.2f GB/s -> ratio %.3f\n", r.bandwidth_gbs,
+        r.bandwidth_ratio);
+  else
+    put(out, "  read bandwidth probe skipped\n");
+  if (!r.long_curve.empty())
+    put(out, "decode at context %d: %.2f tok/s\n", r.long_curve.context, r.decode_tps_long);
+  put(out, "prefill (%d-token chunk from position 0): %.1f tok/s = %.2fx decode\n", r.prefill_chunk, r.prefill_tps,
+      r.prefill_over_decode);
+  if (r.fill_tps > 0)
+    put(out, "  filling the cache %d -> %d in chunks: %.1f tok/s\n", r.short_curve.context, r.long_curve.context,
+        r.fill_tps);
+  put_curves(out, r);
+  const MemoryReport& m = r.memory;
+  put(out, "\nmemory: peak RSS %.1f MiB (current %.1f) vs mapped file %.1f MiB + KV cache %.1f MiB", mib(m.peak_rss_bytes),
+      mib(m.rss_bytes), mib(m.mapped_file_bytes), mib(m.kv_cache_bytes));
+  if (m.draft_bytes) put(out, " + draft %.1f MiB", mib(m.draft_bytes));
+  put(out, " -> ratio %.3f (target <= 1.10)\n", m.ratio());
+  if (r.draft_decode_seconds > 0)
+    put(out, "draft model: 1-row forward %.3f ms -> c_draft %.4f (draft forward / target forward)\n",
+        r.draft_decode_seconds * 1e3, r.c_draft_forward);
+  put_end_to_end(out, r.end_to_end);
+  put_simulations(out, r);
+  return out;
+}
+
+std::string bench_report_json(const BenchReport& r) {
+  nlohmann::json j;
+  j["model"] = {{"path", r.model_path}, {"name", r.model_name},   {"n_layers", r.n_layers},
+                {"n_embd", r.n_embd},   {"n_vocab", r.n_vocab},    {"n_ctx", r.n_ctx},
+                {"tensor_types", r.weight_types}, {"weight_bytes_per_token", r.weight_bytes}};
+  j["run"] = {{"date", r.date}, {"isa", r.isa}, {"threads", r.n_threads}, {"reps", r.reps},
+              {"load_average_1min", r.load_average_1min}};
+  j["decode"] = {{"context", r.short_curve.context},      {"seconds_per_token", r.decode_seconds},
+                 {"tokens_per_second", r.decode_tps},     {"tokens_per_second_long", r.decode_tps_long},
+                 {"achieved_gbs", r.achieved_gbs},        {"bandwidth_gbs", r.bandwidth_gbs},
+                 {"bandwidth_ratio", r.bandwidth_ratio}};
+  j["prefill"] = {{"chunk", r.prefill_chunk}, {"tokens_per_second", r.prefill_tps},
+                  {"over_decode", r.prefill_over_decode}, {"fill_tokens_per_second", r.fill_tps}};
+  j["cost_curve"] = {{"short", curve_json(r.short_curve)}};
+  if (!r.long_curve.empty()) j["cost_curve"]["long"] = curve_json(r.long_curve);
+  const MemoryReport& m = r.memory;
+  j["memory"] = {{"peak_rss_bytes", m.peak_rss_bytes}, {"rss_bytes", m.rss_bytes},
+                 {"mapped_file_bytes", m.mapped_file_bytes}, {"kv_cache_bytes", m.kv_cache_bytes},
+                 {"draft_bytes", m.draft_bytes}, {"ratio", m.ratio()}};
+  if (r.draft_decode_seconds > 0)
+    j["draft_model"] = {{"seconds_per_token", r.draft_decode_seconds}, {"c_draft", r.c_draft_forward}};
+  const EndToEndReport& e = r.end_to_end;
+  if (!e.drafter.empty()) {
+    const SpecStats& s = e.spec_stats;
+    j["end_to_end"] = {{"drafter", e.drafter},
+                       {"prompts", e.n_prompts},
+                       {"reps", e.reps},
+                       {"greedy", e.greedy},
+                       {"plain_tokens", e.plain_tokens},
+                       {"plain_seconds", e.plain_seconds},
+                       {"plain_tokens_per_second", e.plain_tps()},
+                       {"spec_tokens", e.spec_tokens},
+                       {"spec_seconds", e.spec_seconds},
+                       {"spec_tokens_per_second", e.spec_tps()},
+                       {"speedup_per_rep", e.speedup_per_rep},
+                       {"speedup_median", e.speedup_median},
+                       {"target_passes", s.n_target_passes},
+                       {"drafted", s.n_drafted},
+                       {"accepted", s.n_accepted},
+                       {"acceptance_rate", s.acceptance_rate()},
+                       {"mean_tokens_per_pass", s.mean_tokens_per_pass()},
+                       {"acceptance_by_position", s.acceptance_by_position()},
+                       {"c_draft", e.c_draft},
+                       {"verify_cost", e.verify_cost},
+                       {"lossy", s.lossy},
+                       {"outputs_differ", e.n_outputs_differ}};
+  }
+  nlohmann::json sims = nlohmann::json::array();
+  for (const Simulation& sim : r.simulations) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const SimulatedPoint& p : sim.points)
+      points.push_back({{"k", p.k}, {"expected_tokens", p.expected_tokens}, {"speedup_short", p.speedup_short},
+                        {"speedup_long", p.speedup_long}, {"loop_speedup", p.loop_speedup}});
+    sims.push_back({{"label", "SIMULATION"}, {"alpha", sim.alpha}, {"c_draft", sim.c_draft},
+                    {"c_draft_source", sim.c_draft_source}, {"best_k_short", sim.best_k_short},
+                    {"best_k_long", sim.best_k_long}, {"loop_tokens", r.simulate_loop_tokens}, {"points", points}});
+  }
+  j["simulation"] = sims;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace specdec

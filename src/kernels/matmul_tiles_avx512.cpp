@@ -1,0 +1,273 @@
+// AVX-512 VNNI matmul kernels that read quantized weight blocks in place (no unpacked copy),
+// for Q8_0, Q4_K and Q6_K. Compiled with the AVX-512 flags; reached only through
+// matmul_range_avx512. Only raw pointers cross this file's boundary.
+//
+// Layout: a tile is 16 weight rows, one per vector lane. For each block of 32 weight values the
+// 16 rows' bytes are transposed in registers into 8 vectors v[k] whose lane L holds values
+// 4k..4k+3 of row L (4x4 dword transposes inside 128-bit lanes: cheap and shared by all M
+// activation rows). Each activation row then needs, per block, 8 vpdpbusd with its 4 values
+// broadcast: lane L accumulates exactly the integer dot product of row L's block (exact, so its
+// order does not matter), and one float step per block scales it.
+//
+// Per (activation row r, weight row o) operation order, the same for every M, tile position
+// and thread count (lanes are independent; activation rows are processed one at a time with
+// the same instruction sequence):
+//   acc = 0; for each block b of 32 values in order:
+//     Q8_0: S = -128 * sum(a_b) + sum((q + 128) * a_b);   acc = fma(float(S) * da_b, d_b, acc)
+//     Q4_K: S = sum(q * a_b);  f = fma(-dmin * m_b, float(sum a_b), float(S) * (d * sc_b));
+//           acc = fma(f, da_b, acc)
+//     Q6_K: S0, S1 = sum((q - 32) * a) over the two groups of 16;
+//           f = fma(float(S0), d * sc_2b, float(S1) * (d * sc_2b+1)); acc = fma(f, da_b, acc)
+//   y = acc.
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 AVX-512 headers (bug 105593)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/matmul_internal.h"
+#include "kernels/quant_blocks.h"
+
+namespace specdec::matmul_detail {
+
+namespace {
+
+constexpr int kLanes = 16;  // weight rows per tile
+
+inline int min_int(int a, int b) { return a < b ? a : b; }
+
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Weight rows of one tile: row L of the tile at rows[L] (rows past the end repeat the last one).
+struct Tile {
+  const uint8_t* rows[kLanes];
+  __m512i offsets;  // lane L: rows[L] - rows[0], for gathers
+};
+
+Tile make_tile(const WeightMatrix& w, int64_t o0, int n_valid) {
+  Tile t;
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  alignas(64) int32_t off[kLanes];
+  for (int L = 0; L < kLanes; ++L) {
+    const int64_t o = o0 + min_int(L, n_valid - 1);
+    t.rows[L] = base + o * static_cast<int64_t>(w.row_bytes);
+    off[L] = static_cast<int32_t>((o - o0) * static_cast<int64_t>(w.row_bytes));
+  }
+  t.offsets = _mm512_load_si512(off);
+  return t;
+}
+
+// Lane l (128-bit) of the result holds the 16 bytes at rows[4l + g] + off.
+inline __m512i load_column(const Tile& t, int g, int64_t off) {
+  __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[g] + off)));
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[4 + g] + off)), 1);
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[8 + g] + off)), 2);
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[12 + g] + off)), 3);
+  return v;
+}
+
+// The 16 bytes at offset `off` of every row, transposed: y[k] lane L = bytes 4k..4k+3 of row L.
+inline void load_transposed16(const Tile& t, int64_t off, __m512i* y) {
+  const __m512i x0 = load_column(t, 0, off), x1 = load_column(t, 1, off);
+  const __m512i x2 = load_column(t, 2, off), x3 = load_column(t, 3, off);
+  const __m512i t0 = _mm512_unpacklo_epi32(x0, x1), t1 = _mm512_unpackhi_epi32(x0, x1);
+  const __m512i t2 = _mm512_unpacklo_epi32(x2, x3), t3 = _mm512_unpackhi_epi32(x2, x3);
+  y[0] = _mm512_unpacklo_epi64(t0, t2);
+  y[1] = _mm512_unpackhi_epi64(t0, t2);
+  y[2] = _mm512_unpacklo_epi64(t1, t3);
+  y[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// 16 binary16 values, one per row, from the low (shift 0) or high (shift 16) half of the
+// dword at rows[L] + off.
+inline __m512 gather_half(const Tile& t, int64_t off, int shift) {
+  __m512i g = _mm512_i32gather_epi32(t.offsets, t.rows[0] + off, 1);
+  if (shift != 0) g = _mm512_srli_epi32(g, 16);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+}
+
+inline __m512i bcast_acts(const int8_t* a) { return _mm512_set1_epi32(load_i32(a)); }
+
+// Integer dot products of one activation block (32 values at a) with the 8 transposed weight
+// vectors, starting from init. Two chains (even and odd k) for latency; integer sums are exact.
+inline __m512i block_dot(const __m512i* v, const int8_t* a, __m512i init) {
+  __m512i s0 = _mm512_dpbusd_epi32(init, v[0], bcast_acts(a));
+  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[1], bcast_acts(a + 4));
+  s0 = _mm512_dpbusd_epi32(s0, v[2], bcast_acts(a + 8));
+  s1 = _mm512_dpbusd_epi32(s1, v[3], bcast_acts(a + 12));
+  s0 = _mm512_dpbusd_epi32(s0, v[4], bcast_acts(a + 16));
+  s1 = _mm512_dpbusd_epi32(s1, v[5], bcast_acts(a + 20));
+  s0 = _mm512_dpbusd_epi32(s0, v[6], bcast_acts(a + 24));
+  s1 = _mm512_dpbusd_epi32(s1, v[7], bcast_acts(a + 28));
+  return _mm512_add_epi32(s0, s1);
+}
+
+// Integer dot products of 16 activation values with 4 weight vectors (one group of 16).
+inline __m512i group_dot(const __m512i* v, const int8_t* a, __m512i init) {
+  __m512i s0 = _mm512_dpbusd_epi32(init, v[0], bcast_acts(a));
+  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[1], bcast_acts(a + 4));
+  s0 = _mm512_dpbusd_epi32(s0, v[2], bcast_acts(a + 8));
+  s1 = _mm512_dpbusd_epi32(s1, v[3], bcast_acts(a + 12));
+  return _mm512_add_epi32(s0, s1);
+}
+
+// Activation rows [r0, r0 + R) of the job, with row pointers into the quantized activations.
+struct RowBlock {
+  const QuantizedActs* acts;
+  int r0, R;
+  int64_t n_blocks32() const { return acts->n_pad / 32; }
+  const int8_t* values(int r) const { return acts->values + (r0 + r) * acts->n_pad; }        // (n_pad)
+  float da(int r, int64_t b) const { return acts->lane_scale[(r0 + r) * (acts->n_pad / 4) + 8 * b]; }
+  int32_t neg128_sum32(int r, int64_t b) const { return acts->neg128_sums32[(r0 + r) * n_blocks32() + b]; }
+  int32_t neg32_sum16(int r, int64_t g) const { return acts->neg32_sums16[(r0 + r) * acts->n_groups_pad + g]; }
+  float sum32(int r, int64_t b) const { return acts->sums32[(r0 + r) * n_blocks32() + b]; }
+};
+
+void store_outputs(const __m512* acc, const RowBlock& rb, float* y, int64_t n_out, int64_t o0, int n_valid) {
+  const __mmask16 m = static_cast<__mmask16>((1u << n_valid) - 1u);
+  for (int r = 0; r < rb.R; ++r) _mm512_mask_storeu_ps(y + (rb.r0 + r) * n_out + o0, m, acc[r]);
+}
+
+// ---- Q8_0: blocks of 34 bytes (binary16 d, 32 int8 q)
+void q8_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m512* acc) {
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t off = b * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
+    __m512i v[8];
+    load_transposed16(t, off + 2, v);
+    load_transposed16(t, off + 18, v + 4);
+    for (int k = 0; k < 8; ++k) v[k] = _mm512_xor_si512(v[k], bias);  // q + 128 as u8
+    const __m512 d = gather_half(t, off, 0);
+    for (int r = 0; r < rb.R; ++r) {
+      const __m512i s = block_dot(v, rb.values(r) + 32 * b, _mm512_set1_epi32(rb.neg128_sum32(r, b)));
+      const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(rb.da(r, b)));
+      acc[r] = _mm512_fmadd_ps(f, d, acc[r]);
+    }
+  }
+}
+
+// ---- Q4_K: super-blocks of 144 bytes: d, dmin (binary16), 12 bytes of packed 6-bit scales and
+// mins for 8 sub-blocks of 32, 128 bytes of nibbles (per 64 values: 32 low nibbles, then the
+// 32 high nibbles of the same bytes).
+void q4_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int64_t s = 0; s < n_super; ++s) {
+    const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ4_K));
+    __m512i h[4];  // h[0]: d | dmin << 16; h[1..3]: packed scale bytes 0-3, 4-7, 8-11
+    load_transposed16(t, sb, h);
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    const __m512 neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16))));
+    const __m512i m6 = _mm512_set1_epi8(0x3F), m4 = _mm512_set1_epi8(0x0F), m45 = _mm512_set1_epi8(0x30);
+    // bytes j of sc_lo/m_lo: sub-block j < 4; of sc_hi/m_hi: sub-block 4 + j
+    const __m512i sc_lo = _mm512_and_si512(h[1], m6), m_lo = _mm512_and_si512(h[2], m6);
+    const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(h[3], m4), _mm512_and_si512(_mm512_srli_epi32(h[1], 2), m45));
+    const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), m4),
+                                         _mm512_and_si512(_mm512_srli_epi32(h[2], 2), m45));
+    for (int j = 0; j < 4; ++j) {  // 64 values: sub-blocks 2j (low nibbles) and 2j + 1 (high)
+      __m512i raw[8];
+      load_transposed16(t, sb + 16 + 32 * j, raw);
+      load_transposed16(t, sb + 32 + 32 * j, raw + 4);
+      for (int half = 0; half < 2; ++half) {
+        const int sub = 2 * j + half;
+        const __m512i scb = sub < 4 ? sc_lo : sc_hi, mb = sub < 4 ? m_lo : m_hi;
+        const int shift = 8 * (sub % 4);
+        const __m512i byte_mask = _mm512_set1_epi32(0xFF);
+        const __m512 ws = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(scb, static_cast<unsigned>(shift)), byte_mask)));
+        const __m512 wm = _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(mb, static_cast<unsigned>(shift)), byte_mask)));
+        __m512i v[8];
+        for (int k = 0; k < 8; ++k)
+          v[k] = half == 0 ? _mm512_and_si512(raw[k], low4) : _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), low4);
+        const int64_t b = 8 * s + sub;
+        for (int r = 0; r < rb.R; ++r) {
+          const __m512i sdot = block_dot(v, rb.values(r) + 32 * b, _mm512_setzero_si512());
+          const __m512 f = _mm512_fmadd_ps(wm, _mm512_set1_ps(rb.sum32(r, b)), _mm512_mul_ps(_mm512_cvtepi32_ps(sdot), ws));
+          acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(rb.da(r, b)), acc[r]);
+        }
+      }
+    }
+  }
+}
+
+// ---- Q6_K: super-blocks of 210 bytes: ql[128] (low 4 bits), qh[64] (high 2 bits), 16 int8
+// scales (one per 16 values), binary16 d. Per 128 values n: value l (l < 32) is ql[64n + l] low
+// nibble | (qh[32n + l] bits 0-1) << 4; l + 32: ql[64n + 32 + l] low | qh bits 2-3; l + 64:
+// ql[64n + l] high | qh bits 4-5; l + 96: ql[64n + 32 + l] high | qh bits 6-7; minus 32.
+void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+  for (int64_t s = 0; s < n_super; ++s) {
+    const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ6_K));
+    const __m512 d = gather_half(t, sb + 206, 16);  // d is the last 2 bytes of the block
+    __m512i sc[4];  // sc[q] lane L: scales 4q..4q+3 of row L
+    load_transposed16(t, sb + 192, sc);
+    for (int n = 0; n < 2; ++n) {
+      __m512i ql_a[8], ql_c[8], qh[8];
+      load_transposed16(t, sb + 64 * n, ql_a);
+      load_transposed16(t, sb + 64 * n + 16, ql_a + 4);
+      load_transposed16(t, sb + 64 * n + 32, ql_c);
+      load_transposed16(t, sb + 64 * n + 48, ql_c + 4);
+      load_transposed16(t, sb + 128 + 32 * n, qh);
+      load_transposed16(t, sb + 144 + 32 * n, qh + 4);
+      for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
+        __m512i v[8];
+        for (int k = 0; k < 8; ++k) {
+          const __m512i lo = part % 2 == 0 ? ql_a[k] : ql_c[k];
+          const __m512i nib = part < 2 ? _mm512_and_si512(lo, low4) : _mm512_and_si512(_mm512_srli_epi16(lo, 4), low4);
+          __m512i hi;
+          switch (part) {
+            case 0: hi = _mm512_slli_epi16(qh[k], 4); break;
+            case 1: hi = _mm512_slli_epi16(qh[k], 2); break;
+            case 2: hi = qh[k]; break;
+            default: hi = _mm512_srli_epi16(qh[k], 2); break;
+          }
+          v[k] = _mm512_or_si512(nib, _mm512_and_si512(hi, bits45));
+        }
+        const int g0 = 8 * n + 2 * part;  // group index within the super-block
+        // int8 scale of group g: byte g % 4 of sc[g / 4], sign-extended
+        const __m512 ws0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(
+            _mm512_slli_epi32(sc[g0 / 4], static_cast<unsigned>(24 - 8 * (g0 % 4))), 24)));
+        const __m512 ws1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(
+            _mm512_slli_epi32(sc[(g0 + 1) / 4], static_cast<unsigned>(24 - 8 * ((g0 + 1) % 4))), 24)));
+        const int64_t b = 8 * s + 4 * n + part;
+        for (int r = 0; r < rb.R; ++r) {
+          const int8_t* a = rb.values(r) + 32 * b;
+          const __m512i s0 = group_dot(v, a, _mm512_set1_epi32(rb.neg32_sum16(r, 2 * b)));
+          const __m512i s1 = group_dot(v + 4, a + 16, _mm512_set1_epi32(rb.neg32_sum16(r, 2 * b + 1)));
+          const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), ws0, _mm512_mul_ps(_mm512_cvtepi32_ps(s1), ws1));
+          acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(rb.da(r, b)), acc[r]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool matmul_range_tiled_avx512(const RangeJob& job) {
+  const WeightMatrix& w = *job.w;
+  const DType type = w.type;
+  if (type != DType::Q8_0 && type != DType::Q4_K && type != DType::Q6_K) return false;
+  // Gather offsets are int32: the 16 rows of a tile must span less than 2 GiB.
+  if (static_cast<double>(w.row_bytes) * kLanes >= 2.0e9) return false;
+  __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
+  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
+    const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
+    const Tile t = make_tile(w, o0, n_valid);
+    for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
+      const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
+      for (int r = 0; r < rb.R; ++r) acc[r] = _mm512_setzero_ps();
+      switch (type) {
+        case DType::Q8_0: q8_0_tile(t, w.n_in / 32, rb, acc); break;
+        case DType::Q4_K: q4_k_tile(t, w.n_in / 256, rb, acc); break;
+        default: q6_k_tile(t, w.n_in / 256, rb, acc); break;
+      }
+      store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
+    }
+  }
+  return true;
+}
+
+}  // namespace specdec::matmul_detail

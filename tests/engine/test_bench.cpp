@@ -1,0 +1,287 @@
+// The bench library: the speedup model, the cost curve on real forwards, the forced-acceptance
+// loop, and whole runs on stories260K (lookup) and a random model with a noisy-copy draft,
+// checking the report's structure and sanity (never its timings), the JSON and the SVG.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/testing.h"
+#include "common/tiny_model.h"
+#include "specdec/bench.h"
+#include "specdec/error.h"
+#include "specdec/model.h"
+
+namespace specdec {
+namespace {
+
+// Well-formedness of the SVG we write: every tag closed in order, attributes quoted, one root.
+// Returns "" when fine, else what is wrong.
+std::string check_xml(const std::string& doc) {
+  std::vector<std::string> open;
+  size_t i = 0, n_roots = 0;
+  while ((i = doc.find('<', i)) != std::string::npos) {
+    const size_t end = doc.find('>', i);
+    if (end == std::string::npos) return "unterminated tag at " + std::to_string(i);
+    const std::string tag = doc.substr(i + 1, end - i - 1);
+    i = end + 1;
+    if (tag.empty()) return "empty tag";
+    if (tag[0] == '?') continue;  // XML declaration
+    size_t quotes = 0;
+    for (char c : tag) quotes += c == '"';
+    if (quotes % 2) return "unbalanced quotes in <" + tag + ">";
+    if (tag[0] == '/') {
+      const std::string name = tag.substr(1);
+      if (open.empty() || open.back() != name) return "</" + name + "> closes " + (open.empty() ? "nothing" : open.back());
+      open.pop_back();
+      continue;
+    }
+    const std::string name = tag.substr(0, tag.find_first_of(" \n/"));
+    if (open.empty()) ++n_roots;
+    if (tag.back() != '/') open.push_back(name);
+  }
+  if (!open.empty()) return "<" + open.back() + "> never closed";
+  if (n_roots != 1) return std::to_string(n_roots) + " root elements";
+  // Text between tags must not contain a raw '&' that is not an entity.
+  for (size_t a = doc.find('&'); a != std::string::npos; a = doc.find('&', a + 1))
+    if (doc.find(';', a) == std::string::npos || doc.find(';', a) - a > 6) return "raw & at " + std::to_string(a);
+  return "";
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t i = text.find(what); i != std::string::npos; i = text.find(what, i + 1)) ++n;
+  return n;
+}
+
+size_t file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  return static_cast<size_t>(in.tellg());
+}
+
+BenchOptions tiny_options(const std::string& model) {
+  BenchOptions o;
+  o.engine.model_path = model;
+  o.engine.n_threads = 2;
+  o.reps = 1;
+  o.min_rep_seconds = 0;
+  o.m_max = 6;
+  o.prefill_chunk = 32;
+  o.bandwidth_bytes = size_t{2} << 20;
+  o.bandwidth_passes = 1;
+  o.max_tokens = 12;
+  return o;
+}
+
+void expect_sane_curve(const CostCurve& c, int m_max, int context) {
+  ASSERT_EQ(c.seconds.size(), static_cast<size_t>(m_max));
+  ASSERT_EQ(c.cost.size(), static_cast<size_t>(m_max));
+  EXPECT_EQ(c.context, context);
+  EXPECT_EQ(c.cost[0], 1.0);
+  for (int m = 0; m < m_max; ++m) {
+    EXPECT_GT(c.seconds[m], 0.0) << "M = " << m + 1;
+    EXPECT_GT(c.cost[m], 0.0) << "M = " << m + 1;
+    EXPECT_DOUBLE_EQ(c.cost[m], c.seconds[m] / c.seconds[0]);
+  }
+}
+
+TEST(BenchModel, ExpectedTokensMatchesTheGeometricSum) {
+  EXPECT_DOUBLE_EQ(expected_tokens(0.0, 5), 1.0);
+  EXPECT_DOUBLE_EQ(expected_tokens(1.0, 4), 5.0);
+  EXPECT_DOUBLE_EQ(expected_tokens(0.5, 2), 1.75);
+  // 1 + a + a^2 + a^3 summed directly
+  EXPECT_NEAR(expected_tokens(0.8, 3), 1 + 0.8 + 0.64 + 0.512, 1e-12);
+  EXPECT_THROW(expected_tokens(1.5, 2), Error);
+  EXPECT_THROW(expected_tokens(-0.1, 2), Error);
+}
+
+TEST(BenchModel, SimulatedSpeedupUsesTheMeasuredCosts) {
+  CostCurve short_curve, long_curve;
+  for (int m = 1; m <= 9; ++m) {
+    short_curve.cost.push_back(1.0 + 0.1 * (m - 1));  // c(M) = 1 + 0.1 (M - 1)
+    long_curve.cost.push_back(1.0 + 0.5 * (m - 1));
+  }
+  const Simulation sim = simulate_speedup(0.8, 0.05, "given", short_curve, long_curve, 8);
+  ASSERT_EQ(sim.points.size(), 8u);
+  for (const SimulatedPoint& p : sim.points) {
+    const double e = expected_tokens(0.8, p.k);
+    EXPECT_DOUBLE_EQ(p.speedup_short, e / (p.k * 0.05 + 1.0 + 0.1 * p.k));
+    EXPECT_DOUBLE_EQ(p.speedup_long, e / (p.k * 0.05 + 1.0 + 0.5 * p.k));
+  }
+  // The best K maximizes the predicted speedup; a steeper c(M) never favours a longer draft.
+  for (const SimulatedPoint& p : sim.points) {
+    EXPECT_LE(p.speedup_short, sim.points[sim.best_k_short - 1].speedup_short);
+    EXPECT_LE(p.speedup_long, sim.points[sim.best_k_long - 1].speedup_long);
+  }
+  EXPECT_LE(sim.best_k_long, sim.best_k_short);
+  EXPECT_THROW(simulate_speedup(0.8, 0.0, "given", short_curve, long_curve, 9), Error);  // needs c(10)
+  EXPECT_THROW(simulate_speedup(0.8, -1.0, "given", short_curve, long_curve, 4), Error);
+}
+
+TEST(BenchMeasure, CostCurveAndForcedLoopOnARandomModel) {
+  testing::TinyModelSpec spec;
+  const std::string path = testing::make_random_llama("bench-curve.gguf", spec);
+  ModelOptions mo;
+  mo.n_threads = 2;
+  auto model = Transformer::load(path, mo);
+  KvCache cache = model->new_cache(64);
+  EXPECT_GT(time_prefill_chunk(*model, cache, 20, 2, 0.0), 0.0);
+  EXPECT_EQ(cache.size(), 0);
+  EXPECT_GT(time_forward(*model, cache, 0, 10, 1, 0.0), 0.0);  // leaves the cache at 0 rows
+  EXPECT_EQ(cache.size(), 0);
+  // Put 10 committed rows in, then the curve at context 10 must leave them there.
+  Batch batch;
+  for (int i = 0; i < 10; ++i) batch.add(5 + i, i, i - 1, 0, i == 9);
+  Logits logits;
+  KvCache* caches[] = {&cache};
+  model->forward(batch, caches, logits);
+  const CostCurve curve = measure_cost_curve(*model, cache, 7, 2, 0.0);
+  expect_sane_curve(curve, 7, 10);
+  EXPECT_EQ(cache.size(), 10);
+  for (double alpha : {0.0, 0.5, 1.0}) {
+    EXPECT_GT(forced_acceptance_tps(*model, cache, alpha, 3, 1e-6, 12, 7), 0.0);
+    EXPECT_EQ(cache.size(), 10);
+  }
+  EXPECT_THROW(forced_acceptance_tps(*model, cache, 0.5, 3, 0.0, 60, 7), Error);  // past capacity
+  EXPECT_THROW(measure_cost_curve(*model, cache, 60, 1, 0.0), Error);
+  EXPECT_THROW(time_forward(*model, cache, 0, 1, 0, 0.0), Error);  // zero repeats
+}
+
+TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
+  SPECDEC_FIXTURE(model, "models/stories260K.gguf");
+  BenchOptions o = tiny_options(model);
+  o.engine.method = SpecMethod::Lookup;
+  o.engine.spec.draft_max = 4;
+  o.end_to_end = true;
+  o.simulate_alpha = {0.6, 0.8};
+  o.simulate_loop_tokens = 10;
+  const BenchReport r = run_bench(o);
+
+  EXPECT_EQ(r.n_ctx, 128);
+  EXPECT_EQ(r.n_threads, 2);
+  expect_sane_curve(r.short_curve, 6, 16);
+  expect_sane_curve(r.long_curve, 6, 128 - 6);  // 4096 capped by the model's context
+  EXPECT_GT(r.weight_bytes, 0u);
+  EXPECT_DOUBLE_EQ(r.decode_seconds, r.short_curve.seconds[0]);
+  EXPECT_GT(r.decode_tps, 0.0);
+  EXPECT_GT(r.decode_tps_long, 0.0);
+  EXPECT_GT(r.achieved_gbs, 0.0);
+  EXPECT_GT(r.bandwidth_gbs, 0.0);
+  EXPECT_DOUBLE_EQ(r.bandwidth_ratio, r.achieved_gbs / r.bandwidth_gbs);
+  EXPECT_EQ(r.prefill_chunk, 32);
+  EXPECT_GT(r.prefill_tps, 0.0);
+  EXPECT_GT(r.fill_tps, 0.0);
+  EXPECT_EQ(r.memory.mapped_file_bytes, file_bytes(model));
+  EXPECT_GT(r.memory.kv_cache_bytes, 0u);
+  EXPECT_GE(r.memory.peak_rss_bytes, r.memory.rss_bytes);
+  EXPECT_GT(r.memory.rss_bytes, 0u);
+  EXPECT_GT(r.memory.ratio(), 0.0);
+  EXPECT_EQ(r.memory.draft_bytes, 0u);
+
+  const EndToEndReport& e = r.end_to_end;
+  EXPECT_EQ(e.drafter.empty(), false);
+  EXPECT_EQ(e.n_prompts, 4);
+  ASSERT_EQ(e.speedup_per_rep.size(), 1u);
+  EXPECT_GT(e.plain_tokens, 0);
+  EXPECT_EQ(e.plain_tokens, e.spec_tokens);  // greedy, same prompts: same lengths
+  EXPECT_EQ(e.n_outputs_differ, 0);
+  EXPECT_GT(e.spec_stats.n_target_passes, 0);
+  EXPECT_LE(e.spec_stats.n_accepted, e.spec_stats.n_drafted);
+  EXPECT_GE(e.spec_stats.mean_tokens_per_pass(), 1.0);
+
+  ASSERT_EQ(r.simulations.size(), 2u);
+  for (const Simulation& sim : r.simulations) {
+    EXPECT_EQ(sim.c_draft_source.empty(), false);
+    ASSERT_EQ(sim.points.size(), 5u);  // K up to m_max - 1
+    for (const SimulatedPoint& p : sim.points) {
+      EXPECT_GT(p.speedup_short, 0.0);
+      EXPECT_GT(p.speedup_long, 0.0);
+      EXPECT_GT(p.loop_speedup, 0.0);
+    }
+  }
+
+  const std::string text = bench_report_text(r);
+  for (const char* what : {"decode", "GB/s", "c(M)", "prefill", "peak RSS", "end to end", "acceptance",
+                           "SIMULATION alpha 0.60", "SIMULATION alpha 0.80", "greedy outputs identical to plain: yes"})
+    EXPECT_NE(text.find(what), std::string::npos) << what << "\n" << text;
+
+  const auto j = nlohmann::json::parse(bench_report_json(r));
+  EXPECT_EQ(j["cost_curve"]["short"]["cost"].size(), 6u);
+  EXPECT_EQ(j["cost_curve"]["short"]["cost"][0].get<double>(), 1.0);
+  EXPECT_EQ(j["cost_curve"]["long"]["context"].get<int>(), 122);
+  EXPECT_GT(j["decode"]["tokens_per_second"].get<double>(), 0.0);
+  EXPECT_GT(j["decode"]["bandwidth_gbs"].get<double>(), 0.0);
+  EXPECT_GT(j["memory"]["peak_rss_bytes"].get<double>(), 0.0);
+  EXPECT_EQ(j["end_to_end"]["outputs_differ"].get<int>(), 0);
+  ASSERT_EQ(j["simulation"].size(), 2u);
+  EXPECT_EQ(j["simulation"][0]["label"].get<std::string>(), "SIMULATION");
+  EXPECT_EQ(j["simulation"][1]["points"].size(), 5u);
+
+  const std::string svg = bench_report_svg(r);
+  EXPECT_EQ(check_xml(svg), "") << svg;
+  EXPECT_EQ(svg.rfind("<svg", svg.find("<svg")), svg.find("<svg"));
+  // Two cost curves, then per alpha: short-context, long-context and loop speedups.
+  EXPECT_EQ(count(svg, "class=\"curve\""), 2u + 2u * 3u);
+  EXPECT_NE(svg.find("SIMULATION"), std::string::npos);
+}
+
+TEST(BenchRun, NoisyCopyDraftMeasuresCDraftAndStaysLossless) {
+  testing::TinyModelSpec spec;
+  spec.weight_scale = 3.0f;
+  const std::string target = testing::make_random_llama("bench-target.gguf", spec);
+  const std::string draft = testing::temp_dir() + "/bench-draft.gguf";
+  testing::write_noisy_copy(target, draft, 0.05f, 11);
+  BenchOptions o = tiny_options(target);
+  o.engine.draft_path = draft;
+  o.engine.spec.draft_max = 3;
+  o.end_to_end = true;
+  o.prompts = {"the cat", "a b c"};
+  o.bandwidth_bytes = 0;  // skipped
+  o.simulate_alpha = {0.7};
+  const BenchReport r = run_bench(o);
+  EXPECT_GT(r.draft_decode_seconds, 0.0);
+  EXPECT_DOUBLE_EQ(r.c_draft_forward, r.draft_decode_seconds / r.decode_seconds);
+  EXPECT_EQ(r.memory.draft_bytes > file_bytes(draft), true);
+  EXPECT_EQ(r.bandwidth_gbs, 0.0);
+  EXPECT_EQ(r.end_to_end.drafter.empty(), false);
+  EXPECT_EQ(r.end_to_end.n_prompts, 2);
+  EXPECT_EQ(r.end_to_end.n_outputs_differ, 0);
+  EXPECT_GT(r.end_to_end.spec_stats.n_drafted, 0);
+  ASSERT_EQ(r.simulations.size(), 1u);
+  EXPECT_EQ(r.simulations[0].c_draft_source, "draft model forward");
+  EXPECT_DOUBLE_EQ(r.simulations[0].c_draft, r.c_draft_forward);
+  EXPECT_EQ(r.simulations[0].points[0].loop_speedup, 0.0);  // loop not requested
+  const std::string text = bench_report_text(r);
+  EXPECT_NE(text.find("draft model: 1-row forward"), std::string::npos) << text;
+  EXPECT_NE(text.find("probe skipped"), std::string::npos) << text;
+  EXPECT_EQ(check_xml(bench_report_svg(r)), "");
+}
+
+TEST(BenchRun, RejectsBadOptionsNamingThem) {
+  testing::TinyModelSpec spec;
+  const std::string path = testing::make_random_llama("bench-bad.gguf", spec);
+  auto expect_error = [](const BenchOptions& o, const std::string& needle) {
+    try {
+      run_bench(o);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  BenchOptions o = tiny_options(path);
+  o.reps = 0;
+  expect_error(o, "--reps 0");
+  o = tiny_options(path);
+  o.simulate_alpha = {1.5};
+  expect_error(o, "--simulate-alpha 1.5");
+  o = tiny_options("");
+  expect_error(o, "no model");
+  o = tiny_options(path);
+  o.short_ctx = 200;  // the model's context is 128
+  expect_error(o, "context of 128");
+}
+
+}  // namespace
+}  // namespace specdec

@@ -1,0 +1,165 @@
+// Measurement harness for the adaptive draft length (issue 4): tokens/s of speculative decoding
+// against plain decoding on stories260K, in interleaved runs, median ratios. DISABLED_ by
+// default (timings are not assertions, and the suite must stay fast); run it with
+//   build/test_spec --gtest_also_run_disabled_tests --gtest_filter='*SpecMeasure*'
+// SPECDEC_MEASURE_REPS (default 9) sets the number of interleaved rounds and
+// SPECDEC_MEASURE_THREADS (default 1) the thread count.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/testing.h"
+#include "spec/spec_models.h"
+#include "specdec/draft_model.h"
+#include "specdec/model_free.h"
+#include "specdec/rng.h"
+#include "specdec/speculative.h"
+#include "specdec/timer.h"
+
+namespace specdec {
+namespace {
+
+using testing::greedy_params;
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Workload {
+  std::string name;
+  std::vector<Token> prompt;
+};
+
+// Decode seconds and tokens of one generation to the context limit (at most n_new tokens).
+struct Run {
+  double seconds = 0.0;
+  std::vector<Token> tokens;
+  SpecStats stats;
+};
+
+Run run_once(SpeculativeDecoder& decoder, const std::vector<Token>& prompt, int n_new) {
+  Run r;
+  decoder.reset_stats();
+  decoder.begin(prompt, greedy_params());
+  const double t0 = now_seconds();
+  while (static_cast<int>(r.tokens.size()) < n_new && decoder.remaining() > 0) {
+    const auto emitted = decoder.step(n_new - static_cast<int>(r.tokens.size()));
+    r.tokens.insert(r.tokens.end(), emitted.begin(), emitted.end());
+  }
+  r.seconds = now_seconds() - t0;
+  r.stats = decoder.stats();
+  return r;
+}
+
+TEST(SpecMeasure, DISABLED_ModelFreeAgainstPlainOnStories) {
+  SPECDEC_FIXTURE(path, "models/stories260K.gguf");
+  ModelOptions mo;
+  mo.n_threads = env_int("SPECDEC_MEASURE_THREADS", 1);
+  auto target = Transformer::load(path, mo);
+  const int reps = env_int("SPECDEC_MEASURE_REPS", 9);
+
+  // Workloads: short prompts (non-repetitive), random-looking text, and a passage followed by
+  // its own beginning (the continuation repeats it).
+  std::vector<Workload> workloads = {{"once-upon-a-time", {1, 403, 407, 261, 378}},
+                                     {"short-2", {1, 42, 7, 99}},
+                                     {"bos-only", {1}}};
+  {
+    Rng rng(7);
+    std::vector<Token> random_text = {1};
+    for (int i = 0; i < 24; ++i) random_text.push_back(static_cast<Token>(3 + rng.below(509)));
+    workloads.push_back({"random-text", random_text});
+  }
+  {
+    SpeculativeDecoder plain(*target, nullptr);
+    const std::vector<Token> start = {1, 403, 407, 261, 378};
+    const Run story = run_once(plain, start, 60);
+    std::vector<Token> repeat = start;
+    repeat.insert(repeat.end(), story.tokens.begin(), story.tokens.begin() + 50);
+    repeat.insert(repeat.end(), start.begin() + 1, start.end());
+    workloads.push_back({"passage+own-beginning", repeat});
+  }
+
+  const char* methods[] = {"lookup", "ngram"};
+  std::printf("[measure] uptime: ");
+  std::fflush(stdout);
+  (void)!std::system("uptime");
+  for (const auto& w : workloads) {
+    const int n_new = 128 - static_cast<int>(w.prompt.size());
+    for (const char* method : methods) {
+      ModelFreeOptions options;
+      auto drafter = make_model_free_drafter(parse_spec_method(method), options);
+      SpeculativeDecoder plain(*target, nullptr);
+      SpeculativeDecoder spec(*target, drafter.get(), SpecConfig{});
+      run_once(plain, w.prompt, n_new);  // warm-up (caches, page faults)
+      run_once(spec, w.prompt, n_new);
+      std::vector<double> ratios;
+      Run last_spec;
+      for (int r = 0; r < reps; ++r) {
+        // Interleaved, alternating which goes first.
+        Run a, b;
+        if (r % 2 == 0) {
+          a = run_once(plain, w.prompt, n_new);
+          b = run_once(spec, w.prompt, n_new);
+        } else {
+          b = run_once(spec, w.prompt, n_new);
+          a = run_once(plain, w.prompt, n_new);
+        }
+        ASSERT_EQ(a.tokens, b.tokens) << w.name << " " << method;
+        ratios.push_back((b.tokens.size() / b.seconds) / (a.tokens.size() / a.seconds));
+        last_spec = b;
+      }
+      const SpecStats& s = last_spec.stats;
+      std::printf("[measure] %-22s %-6s median speed ratio %.3f (min %.3f max %.3f) | acceptance %.3f tokens/pass %.2f "
+                  "drafting steps %lld of %lld passes, verify_cost %.2f c_draft %.4f\n",
+                  w.name.c_str(), method, median(ratios), *std::min_element(ratios.begin(), ratios.end()),
+                  *std::max_element(ratios.begin(), ratios.end()), s.acceptance_rate(), s.mean_tokens_per_pass(),
+                  static_cast<long long>(s.drafted_by_pos.empty() ? 0 : s.drafted_by_pos[0]),
+                  static_cast<long long>(s.n_target_passes), s.verify_cost, s.c_draft);
+    }
+  }
+}
+
+// The verify cost curve t(M) / t(1) of the target (what the adaptive rule must learn online).
+TEST(SpecMeasure, DISABLED_VerifyCostCurveStories) {
+  SPECDEC_FIXTURE(path, "models/stories260K.gguf");
+  ModelOptions mo;
+  mo.n_threads = env_int("SPECDEC_MEASURE_THREADS", 1);
+  auto target = Transformer::load(path, mo);
+  KvCache cache = target->new_cache();
+  Batch batch;
+  Logits logits;
+  KvCache* caches[] = {&cache};
+  for (int i = 0; i < 40; ++i) batch.add(static_cast<Token>(3 + i), i, i - 1, 0, false);
+  target->forward(batch, caches, logits);
+  std::vector<double> t(17, 0.0);
+  for (int m = 1; m <= 16; ++m) {
+    std::vector<double> samples;
+    for (int rep = 0; rep < 41; ++rep) {
+      batch.clear();
+      for (int i = 0; i < m; ++i) batch.add(static_cast<Token>(10 + i), 40 + i, i - 1, 0, true);
+      const double t0 = now_seconds();
+      target->forward(batch, caches, logits);
+      samples.push_back(now_seconds() - t0);
+      cache.truncate(40);
+    }
+    t[static_cast<size_t>(m)] = median(samples);
+  }
+  std::printf("[measure] verify cost t(M)/t(1), t(1) = %.1f us:", t[1] * 1e6);
+  for (int m = 1; m <= 16; ++m) std::printf(" %d:%.2f", m, t[static_cast<size_t>(m)] / t[1]);
+  std::printf("\n");
+}
+
+}  // namespace
+}  // namespace specdec
