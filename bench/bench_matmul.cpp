@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,6 +28,12 @@ namespace {
 using namespace specdec;
 
 int g_threads = 0;  // 0 = ThreadPool default (physical cores)
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 ThreadPool& pool() {
   static ThreadPool p(g_threads);
@@ -97,14 +104,18 @@ void bm_matmul(benchmark::State& state, DType type, int64_t n_out, int64_t n_in,
   std::vector<float> x(static_cast<size_t>(M * n_in)), y(static_cast<size_t>(M * n_out));  // (M, n_in), (M, n_out)
   Rng rng(7);
   for (auto& v : x) v = static_cast<float>(rng.uniform()) * 2.0f - 1.0f;
+  const double cpu_start = thread_cpu_seconds();
   for (auto _ : state) {
     matmul(wt.w, x.data(), M, y.data(), &pool());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
+  const double cpu_seconds = thread_cpu_seconds() - cpu_start;
   const double bytes = static_cast<double>(wt.data.size());
   state.counters["GB"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9,
                                               benchmark::Counter::kIsRate);
+  // Weight bytes per second of the calling thread's CPU time (meaningful with --threads=1).
+  state.counters["GB/cpu_s"] = bytes * static_cast<double>(state.iterations()) / 1e9 / cpu_seconds;
   state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
 }
 
@@ -123,13 +134,25 @@ class CurveReporter : public benchmark::ConsoleReporter {
       const std::string name = run.benchmark_name();
       const size_t m_pos = name.rfind("/M:");
       if (m_pos != std::string::npos && !run.error_occurred)
-        times_[name.substr(0, m_pos)][std::stoi(name.substr(m_pos + 3))] = run.GetAdjustedRealTime();
+      {
+        const int m = std::stoi(name.substr(m_pos + 3));
+        times_[name.substr(0, m_pos)][m] = run.GetAdjustedRealTime();
+        cpu_times_[name.substr(0, m_pos)][m] = run.GetAdjustedCPUTime();
+      }
     }
     ConsoleReporter::ReportRuns(runs);
   }
   void PrintCurves() const {
-    std::printf("\nverify cost c(M) = time(M) / time(1)  [%s, %d threads]\n", isa_name(active_isa()), pool().size());
-    for (const auto& [key, by_m] : times_) {
+    PrintTable(times_, "wall time");
+    // With one thread, CPU time is the steadier signal on a shared machine.
+    if (pool().size() == 1) PrintTable(cpu_times_, "CPU time");
+  }
+
+ private:
+  static void PrintTable(const std::map<std::string, std::map<int, double>>& times, const char* what) {
+    std::printf("\nverify cost c(M) = time(M) / time(1) by %s  [%s, %d threads]\n", what, isa_name(active_isa()),
+                pool().size());
+    for (const auto& [key, by_m] : times) {
       auto one = by_m.find(1);
       if (one == by_m.end()) continue;
       std::printf("  %-32s", key.c_str());
@@ -138,8 +161,8 @@ class CurveReporter : public benchmark::ConsoleReporter {
     }
   }
 
- private:
-  std::map<std::string, std::map<int, double>> times_;
+  std::map<std::string, std::map<int, double>> times_;      // real time by benchmark and M
+  std::map<std::string, std::map<int, double>> cpu_times_;  // CPU time by benchmark and M
 };
 
 }  // namespace
@@ -160,7 +183,9 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("read_bandwidth", bm_bandwidth)->Iterations(1)->Unit(benchmark::kMillisecond);
   const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                          DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
-  const int64_t shapes[][2] = {{2048, 2048}, {8192, 2048}, {2048, 8192}};  // {n_out, n_in}
+  // {n_out, n_in}: the 1B shape's matrices, plus 256x2048 whose weights stay in L2 (compute cost
+  // without the memory wall: the steadiest signal for kernel changes on a busy machine).
+  const int64_t shapes[][2] = {{2048, 2048}, {8192, 2048}, {2048, 8192}, {256, 2048}};
   for (DType type : types) {
     for (const auto& shape : shapes) {
       for (int M : {1, 5, 9, 17}) {

@@ -44,7 +44,7 @@ void convert(const uint8_t* model, size_t model_size, const uint8_t* tok, size_t
     f = GgufFile::parse(image.data(), image.size(), "converted.gguf");
     mc = read_model_config(*f);
   } catch (const Error& e) {
-    property_failed(std::string("converted GGUF does not load: ") + e.what());
+    fuzz::property_failed(std::string("converted GGUF does not load: ") + e.what());
   }
   FUZZ_PROPERTY(mc.n_embd == c.dim && mc.n_layers == c.n_layers && mc.n_vocab == c.vocab_size &&
                     mc.n_heads == c.n_heads && mc.n_kv_heads == c.n_kv_heads && mc.n_ff == c.hidden_dim,

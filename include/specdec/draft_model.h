@@ -35,7 +35,9 @@ struct DraftModelOptions {
   int n_vocab_target = 0;   // draft ids >= this get q = 0 (a padded draft vocabulary); 0: no mask
   // Token trees (issue 9): tree_nodes > 0 drafts a tree of at most min(tree_nodes, n_max) nodes,
   // expanding per level the tree_width most probable paths (product of draft probabilities, as
-  // in EAGLE-2) with up to tree_width children each, down to tree_depth.
+  // in EAGLE-2) with up to tree_width children each, down to tree_depth. Deterministic children
+  // (greedy, or tree_rule Deterministic) are re-ranked: the n_max most probable nodes of the
+  // expanded tree are kept (see draft_model_tree.cpp).
   int tree_nodes = 0;
   int tree_width = 2;
   int tree_depth = 5;
@@ -75,6 +77,10 @@ class DraftModelDrafter : public Drafter {
   std::span<const float> masked(std::vector<float>& logits) const;
   Draft propose_chain(std::span<const Token> context, int n_max, const SamplingParams& sampling);
   Draft propose_tree(std::span<const Token> context, int n_max, const SamplingParams& sampling);
+  // One forward over `nodes` of `draft` and their ancestors (a tree batch after the context's
+  // n_ctx_tokens - 1 cached tokens); returns each node's logits (nodes.size(), n_vocab_draft)
+  // and truncates the cache back to the context.
+  std::vector<std::vector<float>> forward_tree_nodes(const Draft& draft, const std::vector<int>& nodes, int n_ctx_tokens);
 
   Transformer& model_;
   DraftModelOptions options_;

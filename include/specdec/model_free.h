@@ -1,6 +1,6 @@
 // specdec/model_free.h — choosing and building the model-free drafters from user options
-// (--spec ngram|lookup|draft|hybrid|none, --lookup-min, --lookup-max, --ngram-order,
-// --lookup-cache), so every frontend wires them the same way.
+// (--spec ngram|lookup|draft|hybrid|tree|none, --lookup-min, --lookup-max, --ngram-order,
+// --lookup-cache, --tree-*), so every frontend wires them the same way.
 #pragma once
 
 #include <memory>
@@ -14,9 +14,11 @@
 
 namespace specdec {
 
-enum class SpecMethod { None, Draft, Ngram, Lookup, Hybrid };
+// Tree: token trees (issue 9): the draft model's tree when a draft model is given, otherwise
+// the prompt-lookup tree (continuations of several earlier occurrences).
+enum class SpecMethod { None, Draft, Ngram, Lookup, Hybrid, Tree };
 
-// "none" | "draft" | "ngram" | "lookup" | "hybrid"; Error naming the value otherwise.
+// "none" | "draft" | "ngram" | "lookup" | "hybrid" | "tree"; Error naming the value otherwise.
 SpecMethod parse_spec_method(std::string_view text);
 const char* spec_method_name(SpecMethod method);
 // The default of --spec: draft when a draft model is given, otherwise lookup.
@@ -31,10 +33,12 @@ struct ModelFreeOptions {
   int ngram_window = 512;  // tokens of history the n-gram tables cover
   float min_confidence = 0.0f;  // n-gram chains stop below this count-based confidence
   HybridPolicy hybrid;     // when the lookup's proposal wins over the draft model's
+  int tree_width = 1;      // > 1: the n-gram / lookup drafters propose trees (see their configs)
+  int tree_depth = 0;      // deepest tree level (0: the node budget)
 };
 
-// Builds the drafter for Ngram or Lookup (Error for other methods or invalid options, naming
-// them). `cache` may be null. Cost: O(1).
+// Builds the drafter for Ngram, Lookup or Tree (a lookup tree, with tree_width >= 2) (Error for
+// other methods or invalid options, naming them). `cache` may be null. Cost: O(1).
 std::unique_ptr<ConfidentDrafter> make_model_free_drafter(SpecMethod method, const ModelFreeOptions& options,
                                                           std::shared_ptr<LookupCache> cache = nullptr);
 

@@ -58,6 +58,9 @@ class NgramTable {
   // Most frequent next token of `key` (ties: the most recent, then the lowest id); token -1 when
   // the key is absent. Cost: O(n_distinct_next).
   NgramPrediction best(uint64_t key) const;
+  // The up to n_max most frequent next tokens of `key`, best first (same order as best()).
+  // Empty when the key is absent. Cost: O(n_distinct_next * log).
+  std::vector<NgramPrediction> top(uint64_t key, int n_max) const;
 
   size_t size() const { return entries_.size(); }
   void clear() { entries_.clear(); }
@@ -85,6 +88,13 @@ struct NgramConfig {
   int window = 512;               // the tables hold the n-grams ending in the last `window` tokens
   uint32_t min_count = 1;         // an order answers only if its context was seen this often
   float min_confidence = 0.0f;    // stop chaining at the first node less confident than this
+  // Token trees (issue 9): tree_width > 1 proposes a tree instead of a chain: each node's
+  // children are the tree_width most frequent continuations of its context, and nodes are
+  // added best first by path probability (product of count / total along the path) until the
+  // node budget n_max is spent, down to tree_depth (0: no depth limit). The children are a
+  // deterministic function of the context, so the tree is verified with ChildRule::Deterministic.
+  int tree_width = 1;
+  int tree_depth = 0;
 };
 
 // Multi-order n-gram drafter over a sliding window of the committed tokens, with an optional
@@ -96,7 +106,7 @@ class NgramDrafter : public ConfidentDrafter {
   // `cache` may be null; when given, every committed sequence is also added to it (flush_to_cache).
   explicit NgramDrafter(NgramConfig config = {}, std::shared_ptr<LookupCache> cache = nullptr);
 
-  std::string name() const override { return "ngram"; }
+  std::string name() const override { return config_.tree_width > 1 ? "ngram-tree" : "ngram"; }
   // Cost of begin/accept/rollback: O(new tokens * n_orders); rollback that removes tokens
   // rebuilds the window, O(window * n_orders).
   void begin(std::span<const Token> prompt) override;
@@ -116,6 +126,9 @@ class NgramDrafter : public ConfidentDrafter {
   // Prediction for the position after `tail` (the last committed/predicted tokens): longest order
   // first; at each order the window table, then the cache. Cost: O(n_orders * max_order).
   NgramPrediction predict(std::span<const Token> tail) const;
+  // Up to n_max candidates for the position after `tail`, best first, from the longest order
+  // whose window table knows the context (several candidates), else from the cache (its best).
+  std::vector<NgramPrediction> predict_top(std::span<const Token> tail, int n_max) const;
   void flush_to_cache() override;
 
   const NgramConfig& config() const { return config_; }
@@ -129,6 +142,7 @@ class NgramDrafter : public ConfidentDrafter {
   void remove_ngrams_ending_at(int pos);
   void rebuild_window();
   void sync(std::span<const Token> context);
+  Draft propose_tree(int n_max);  // ngram_tree.cpp
 
   NgramConfig config_;
   std::shared_ptr<LookupCache> cache_;

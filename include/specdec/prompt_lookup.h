@@ -26,6 +26,12 @@ struct PromptLookupConfig {
   int lookup_max = 4;        // longest suffix matched (tried first)
   int max_chain_steps = 64;  // hash-chain entries examined per lookup (bounds adversarial inputs)
   int max_match_length = 32; // the common-suffix length behind confidence is counted up to this
+  // Token trees (issue 9): tree_width > 1 proposes the continuations of up to tree_width
+  // earlier occurrences (longest suffix first, then most recent) merged into a tree (a trie:
+  // branches share their common prefix), each branch at most tree_depth tokens (0: n_max),
+  // within the node budget n_max. Deterministic children (ChildRule::Deterministic).
+  int tree_width = 1;
+  int tree_depth = 0;
 };
 
 // Result of one lookup (also exposed for tests).
@@ -41,7 +47,7 @@ class PromptLookupDrafter : public ConfidentDrafter {
   // when the context has no match, and receives the committed tokens (flush_to_cache).
   explicit PromptLookupDrafter(PromptLookupConfig config = {}, std::shared_ptr<LookupCache> cache = nullptr);
 
-  std::string name() const override { return "lookup"; }
+  std::string name() const override { return config_.tree_width > 1 ? "lookup-tree" : "lookup"; }
   void begin(std::span<const Token> prompt) override;
   // Syncs with `context`, looks the suffix up and proposes up to n_max following tokens as a
   // chain. When the match ends just before the suffix the proposal continues periodically (the
@@ -59,6 +65,9 @@ class PromptLookupDrafter : public ConfidentDrafter {
 
   // The most recent earlier occurrence of the committed suffix (no match: n == 0).
   LookupMatch find() const;
+  // Up to n_matches earlier occurrences at distinct positions, in the order find() prefers them
+  // (longest suffix first, then most recent); find() is the first. Cost: O(n_sizes * chain steps).
+  std::vector<LookupMatch> find_all(int n_matches) const;
   void flush_to_cache() override;
 
   const PromptLookupConfig& config() const { return config_; }
@@ -71,6 +80,10 @@ class PromptLookupDrafter : public ConfidentDrafter {
   uint64_t range_hash(int first, int n) const;   // hash of history_[first, first + n)
   void index_ngrams_ending_at(int end);
   void unindex_ngrams_ending_at(int end);
+  LookupMatch match_at(int n, int end) const;  // the match of the length-n suffix ending at `end`
+  // Appends the continuation of `match` (up to n_tokens) to `out`.
+  void continuation(const LookupMatch& match, int n_tokens, std::vector<Token>& out) const;
+  Draft propose_tree(int n_max);  // lookup_tree.cpp
 
   PromptLookupConfig config_;
   std::shared_ptr<LookupCache> cache_;

@@ -35,6 +35,17 @@ struct SpecConfig {
   bool adaptive = true;       // false: K = draft_max every step (capped by context / max tokens)
   float lenience = 1.0f;      // (0, 1]; < 1 is LOSSY (Leviathan et al. A.5)
   int probe_interval = 64;    // adaptive: a plain step every N steps keeps the 1-row timing fresh
+  // Adaptive only: when proposals are cheap (a proposal of up to 4 tokens measured at <= 0.1
+  // 1-row target forwards, e.g. the model-free drafters), plain steps still ask the drafter for a
+  // proposal, do not verify it, and compare it with the tokens the target then emits ("shadow"
+  // drafts). This measures the acceptance rate without paying for verification, so such
+  // drafters start from a pessimistic prior (no drafting until the evidence says it pays) and
+  // resume drafting as soon as the text turns repetitive. For deterministic drafts
+  // P(emitted == draft token) is exactly the acceptance probability, under greedy decoding and
+  // under sampling. Shadows are spaced so that their cost stays within shadow_budget (in 1-row
+  // forwards per plain step), and spaced further while they fail at their first token.
+  bool shadow = true;
+  double shadow_budget = 0.01;
   PlantedBug bug = PlantedBug::None;  // testing hook (acceptance.h); never set outside tests
 };
 
@@ -53,13 +64,18 @@ struct SpecStats {
   int64_t n_accepted = 0;        // draft tokens accepted
   int64_t n_emitted = 0;         // tokens emitted by step()
   int64_t n_prefill_tokens = 0;
+  int64_t n_drafting_steps = 0;  // steps whose target forward verified at least one draft node
+  int64_t n_tree_steps = 0;      // drafting steps whose draft was a tree (not a chain)
+  int64_t n_shadow_drafts = 0;   // proposals checked against plain steps instead of verified
+  // (max depth + 1) [d]: drafting steps whose accepted path had depth d (tokens accepted).
+  std::vector<int64_t> steps_by_accepted_depth;
   std::vector<int64_t> drafted_by_pos;   // (max position) [k-1]: steps whose draft reached depth k
   std::vector<int64_t> accepted_by_pos;  // (max position) [k-1]: steps that accepted depth k
   double decode_seconds = 0.0;   // time inside step()
   double prefill_seconds = 0.0;  // time inside begin()
-  // The costs need a measured 1-row forward: adaptive mode takes a plain step every
-  // probe_interval steps; with a fixed K they read 0 (unknown) unless plain steps happened (a
-  // benchmark can take the 1-row time from a plain run).
+  // The costs need a measured 1-row forward: the first begin() of a decoder with a drafter times
+  // two 1-row probe forwards (counted in prefill_seconds), plain steps refresh it, and adaptive
+  // mode takes a plain step every probe_interval steps when none happened.
   double c_draft = 0.0;          // measured draft-token time / 1-row target forward time (0: unknown)
   double verify_cost = 0.0;      // mean over verify passes of t(M) / t(1) (0: unknown)
   double target_row_seconds = 0.0;  // measured (or fitted) 1-row target forward time
@@ -68,6 +84,9 @@ struct SpecStats {
   double acceptance_rate() const { return n_drafted ? double(n_accepted) / double(n_drafted) : 0.0; }
   double mean_tokens_per_pass() const { return n_target_passes ? double(n_emitted) / double(n_target_passes) : 0.0; }
   double tokens_per_second() const { return decode_seconds > 0 ? double(n_emitted) / decode_seconds : 0.0; }
+  // Draft nodes verified per drafting step, and accepted depth per drafting step.
+  double mean_nodes_per_drafting_step() const { return n_drafting_steps ? double(n_drafted) / double(n_drafting_steps) : 0.0; }
+  double mean_accepted_depth() const { return n_drafting_steps ? double(n_accepted) / double(n_drafting_steps) : 0.0; }
   // P(depth k accepted | the draft reached depth k), k = 1.. (index k-1).
   std::vector<double> acceptance_by_position() const;
 };
@@ -108,6 +127,11 @@ class SpeculativeDecoder {
 
  private:
   int choose_k(int n_max_new);
+  void probe_single_row();
+  // Shadow drafts (SpecConfig::shadow): propose at a plain step, check against emitted tokens.
+  void start_shadow(int n_max);
+  void check_shadow(Token emitted);
+  void observe_path(const Draft& draft, const std::vector<int32_t>& path);
   SparseDist target_row(const Logits& logits, int row, std::span<const Token> path) const;
 
   Transformer& target_;
@@ -118,7 +142,14 @@ class SpeculativeDecoder {
   SamplingParams sampling_;
   Rng rng_;
   std::unique_ptr<DraftLengthController> controller_;
-  int steps_since_probe_ = 0;
+  int steps_since_probe_ = 0;     // steps since the last 1-row target forward
+  bool want_shadow_ = false;      // choose_k: this plain step should carry a shadow draft
+  bool shadow_mode_ = false;      // the drafter is cheap enough for shadow drafts (prior 0)
+  bool shadow_decided_ = false;   // shadow_mode_ was set from a measurement
+  int shadow_wait_ = 0;           // plain steps to let pass before the next shadow
+  int shadow_backoff_ = 1;        // spacing after shadows failing at their first token
+  Draft shadow_;                  // pending shadow draft (empty: none)
+  std::vector<int32_t> shadow_path_;  // (depth matched so far) nodes of shadow_ matched by emitted tokens
   StepInfo last_step_;
   SpecStats stats_;
   std::vector<int64_t> verify_rows_count_;  // (max rows) verify passes by row count, for verify_cost

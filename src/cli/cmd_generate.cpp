@@ -49,10 +49,14 @@ void print_stats(const char* label, const GenerateResult& r) {
   if (r.drafter_name.empty()) return;
   std::fprintf(stderr,
                "[%s] drafter %s: target passes %lld, drafted %lld, accepted %lld, acceptance %.3f, "
-               "tokens/pass %.2f, c_draft %.3f, verify_cost %.3f%s\n",
+               "tokens/pass %.2f, c_draft %.4f, verify_cost %.3f%s\n",
                label, r.drafter_name.c_str(), static_cast<long long>(s.n_target_passes),
                static_cast<long long>(s.n_drafted), static_cast<long long>(s.n_accepted), s.acceptance_rate(),
                s.mean_tokens_per_pass(), s.c_draft, s.verify_cost, s.lossy ? " (LOSSY: lenience < 1)" : "");
+  if (s.n_tree_steps > 0)
+    std::fprintf(stderr, "[%s] token trees: %lld tree steps of %lld drafting steps, nodes verified/step %.2f, "
+                 "accepted depth/step %.2f\n", label, static_cast<long long>(s.n_tree_steps),
+                 static_cast<long long>(s.n_drafting_steps), s.mean_nodes_per_drafting_step(), s.mean_accepted_depth());
   auto by_pos = s.acceptance_by_position();
   if (!by_pos.empty()) {
     std::fprintf(stderr, "[%s] acceptance by draft position:", label);

@@ -8,7 +8,7 @@ void EngineCliOptions::add_to(CLI::App* cmd, bool model_required) {
   auto* m = cmd->add_option("-m,--model", model, "target model (GGUF)");
   if (model_required) m->required();
   cmd->add_option("--model-draft,--md", draft, "draft model (GGUF) for speculative decoding");
-  cmd->add_option("--spec", spec, "speculation: auto|none|draft|ngram|lookup|hybrid (auto: draft with -md, else lookup)");
+  cmd->add_option("--spec", spec, "speculation: auto|none|draft|ngram|lookup|hybrid|tree (auto: draft with -md, else lookup; tree: token trees, from the draft model with -md, else from prompt lookup)");
   cmd->add_option("--draft-max", draft_max, "most draft tokens per step (K upper bound; tree node budget)");
   cmd->add_option("--draft-min", draft_min, "fewest draft tokens per step (adaptive K lower bound)");
   cmd->add_option("--draft-p-min", draft_p_min, "stop drafting when the draft's top probability is below this");
@@ -18,8 +18,8 @@ void EngineCliOptions::add_to(CLI::App* cmd, bool model_required) {
   cmd->add_option("--lookup-max", lookup_max, "prompt lookup: longest n-gram to match");
   cmd->add_option("--ngram-order", ngram_order, "n-gram drafter: longest order (orders 2..N)");
   cmd->add_option("--lookup-cache", lookup_cache, "persistent n-gram statistics file (loaded, then saved at exit)");
-  cmd->add_option("--tree-nodes", tree_nodes, "draft model proposes a token tree of at most N nodes (0: chain)");
-  cmd->add_option("--tree-width", tree_width, "tree: children / paths expanded per level");
+  cmd->add_option("--tree-nodes", tree_nodes, "token trees of at most N nodes with any drafter (0: chains, or --draft-max with --spec tree)");
+  cmd->add_option("--tree-width", tree_width, "tree: children per node / paths expanded per level / lookup branches");
   cmd->add_option("--tree-depth", tree_depth, "tree: deepest level");
   cmd->add_option("-c,--ctx-size", n_ctx, "context length (0: the model's)");
   cmd->add_option("-t,--threads", n_threads, "threads (0: physical cores)");

@@ -20,6 +20,7 @@
 #include "specdec/error.h"
 #include "specdec/gguf.h"
 #include "specdec/model.h"
+#include "specdec/thread_pool.h"
 #include "specdec/timer.h"
 
 namespace specdec {

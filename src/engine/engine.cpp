@@ -1,6 +1,7 @@
 // Engine construction: models, tokenizer, drafter selection, decoders.
 #include "specdec/engine.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "specdec/draft_model.h"
@@ -36,7 +37,15 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   n_ctx_ = options.n_ctx > 0 ? options.n_ctx : n_ctx_model;
 
   method_ = options.method.value_or(default_spec_method(!options.draft_path.empty()));
-  const bool needs_draft = method_ == SpecMethod::Draft || method_ == SpecMethod::Hybrid;
+  // Token trees: --spec tree (the draft model's tree with -md, else the lookup tree), or
+  // --tree-nodes N with any drafter. The node budget is the decoder's draft_max.
+  const bool tree = method_ == SpecMethod::Tree || options.tree_nodes > 0;
+  const int tree_nodes = options.tree_nodes > 0 ? options.tree_nodes : options.spec.draft_max;
+  if (tree && (options.tree_width < 1 || options.tree_depth < 1))
+    throw Error("--tree-width " + std::to_string(options.tree_width) + " and --tree-depth " +
+                std::to_string(options.tree_depth) + " must be >= 1");
+  const bool needs_draft = method_ == SpecMethod::Draft || method_ == SpecMethod::Hybrid ||
+                           (method_ == SpecMethod::Tree && !options.draft_path.empty());
   if (needs_draft && options.draft_path.empty())
     throw Error(std::string("--spec ") + spec_method_name(method_) + " needs a draft model (-md DRAFT.gguf)");
 
@@ -48,6 +57,11 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   }
   auto cache = lookup_cache_ ? lookup_cache_->cache() : nullptr;
 
+  ModelFreeOptions model_free = options.model_free;
+  if (tree) {
+    model_free.tree_width = std::max(2, options.tree_width);
+    model_free.tree_depth = options.tree_depth;
+  }
   std::unique_ptr<Drafter> model_drafter;
   if (needs_draft) {
     draft_model_ = Transformer::load(options.draft_path, model_options);
@@ -56,24 +70,33 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     DraftModelOptions draft_options;
     draft_options.n_ctx = std::min(n_ctx_, draft_model_->config().n_ctx_train);
     draft_options.n_vocab_target = target_->config().n_vocab;
-    draft_options.tree_nodes = options.tree_nodes;
+    draft_options.tree_nodes = tree ? tree_nodes : 0;
     draft_options.tree_width = options.tree_width;
     draft_options.tree_depth = options.tree_depth;
-    if (options.tree_nodes > 0) draft_options.tree_rule = ChildRule::WithoutReplacement;
+    if (tree) draft_options.tree_rule = ChildRule::WithoutReplacement;
     model_drafter = std::make_unique<DraftModelDrafter>(*draft_model_, draft_options);
   }
   switch (method_) {
     case SpecMethod::None: break;
     case SpecMethod::Draft: drafter_ = std::move(model_drafter); break;
+    case SpecMethod::Tree:
+      if (model_drafter) {
+        drafter_ = std::move(model_drafter);
+        break;
+      }
+      [[fallthrough]];
     case SpecMethod::Ngram:
-    case SpecMethod::Lookup: drafter_ = make_model_free_drafter(method_, options.model_free, cache); break;
+    case SpecMethod::Lookup: drafter_ = make_model_free_drafter(method_, model_free, cache); break;
     case SpecMethod::Hybrid:
-      drafter_ = std::make_unique<HybridDrafter>(make_model_free_drafter(SpecMethod::Lookup, options.model_free, cache),
+      drafter_ = std::make_unique<HybridDrafter>(make_model_free_drafter(SpecMethod::Lookup, model_free, cache),
                                                  std::move(model_drafter), options.model_free.hybrid);
       break;
   }
   if (drafter_) drafter_->set_p_min(options.spec.draft_p_min);
-  spec_decoder_ = std::make_unique<SpeculativeDecoder>(*target_, drafter_.get(), options.spec, n_ctx_);
+  SpecConfig spec = options.spec;
+  if (tree) spec.draft_max = std::max(spec.draft_min, tree_nodes);
+  options_.spec = spec;
+  spec_decoder_ = std::make_unique<SpeculativeDecoder>(*target_, drafter_.get(), spec, n_ctx_);
 }
 
 Engine::~Engine() = default;

@@ -98,7 +98,11 @@ void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* 
   base.y = y;
   if (quantized) {
     base.acts = thread_acts(M, w.n_in);
-    quantize_activations(x, M, w.n_in, base.acts);
+    if (active_isa() == Isa::Avx512) {
+      quantize_activations_avx512(x, M, w.n_in, base.acts);
+    } else {
+      quantize_activations(x, M, w.n_in, base.acts);
+    }
   }
   void (*range_fn)(const RangeJob&) = matmul_range_scalar;
   switch (active_isa()) {

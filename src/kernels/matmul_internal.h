@@ -52,6 +52,8 @@ struct QuantizedActs {
 // d = max|x| / 127 per block of 32; a block with a non-finite value gets d = NaN so the
 // matmul result is NaN). Cost: O(M * n_in), scalar.
 void quantize_activations(const float* x, int M, int64_t n_in, const QuantizedActs& out);
+// The same bytes and scales bit for bit, vectorised (matmul_activations_avx512.cpp).
+void quantize_activations_avx512(const float* x, int M, int64_t n_in, const QuantizedActs& out);
 
 // One weight row decoded for the integer kernels (scratch owned by the calling thread).
 struct UnpackedRow {

@@ -45,19 +45,30 @@ inline int32_t load_i32(const void* p) {
 // Weight rows of one tile: row L of the tile at rows[L] (rows past the end repeat the last one).
 struct Tile {
   const uint8_t* rows[kLanes];
-  __m512i offsets;  // lane L: rows[L] - rows[0], for gathers
+  // The next tile's bytes (the 16 rows after this one, contiguous) are prefetched in order,
+  // spread over this tile's n_steps block iterations: a tile reads 16 interleaved streams,
+  // which the hardware prefetchers follow poorly. Prefetches past the matrix are harmless.
+  const uint8_t* next = nullptr;
+  int64_t step_bytes = 0;  // bytes of the next tile prefetched per block iteration
 };
 
-Tile make_tile(const WeightMatrix& w, int64_t o0, int n_valid) {
+// Prefetches the part of the next tile that belongs to block iteration `step`.
+inline void prefetch_next(const Tile& t, int64_t step) {
+  const char* p = reinterpret_cast<const char*>(t.next + step * t.step_bytes);
+  for (int64_t i = 0; i < t.step_bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T2);
+}
+
+Tile make_tile(const WeightMatrix& w, int64_t o0, int n_valid, int64_t n_steps) {
   Tile t;
+  t.next = static_cast<const uint8_t*>(w.data) + (o0 + kLanes) * static_cast<int64_t>(w.row_bytes);
+  const int64_t lines = (kLanes * static_cast<int64_t>(w.row_bytes) + 63) / 64;
+  t.step_bytes = 64 * ((lines + n_steps - 1) / n_steps);
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  alignas(64) int32_t off[kLanes];
+  #pragma GCC unroll 16
   for (int L = 0; L < kLanes; ++L) {
     const int64_t o = o0 + min_int(L, n_valid - 1);
     t.rows[L] = base + o * static_cast<int64_t>(w.row_bytes);
-    off[L] = static_cast<int32_t>((o - o0) * static_cast<int64_t>(w.row_bytes));
   }
-  t.offsets = _mm512_load_si512(off);
   return t;
 }
 
@@ -85,9 +96,10 @@ inline void load_transposed16(const Tile& t, int64_t off, __m512i* y) {
 // 16 binary16 values, one per row, from the low (shift 0) or high (shift 16) half of the
 // dword at rows[L] + off.
 inline __m512 gather_half(const Tile& t, int64_t off, int shift) {
-  __m512i g = _mm512_i32gather_epi32(t.offsets, t.rows[0] + off, 1);
-  if (shift != 0) g = _mm512_srli_epi32(g, 16);
-  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+  alignas(32) uint16_t h[kLanes];
+  #pragma GCC unroll 16
+  for (int L = 0; L < kLanes; ++L) std::memcpy(&h[L], t.rows[L] + off + shift / 8, 2);
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
 }
 
 inline __m512i bcast_acts(const int8_t* a) { return _mm512_set1_epi32(load_i32(a)); }
@@ -137,9 +149,11 @@ void q8_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m512* acc)
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int64_t off = b * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
+    prefetch_next(t, b);
     __m512i v[8];
     load_transposed16(t, off + 2, v);
     load_transposed16(t, off + 18, v + 4);
+    #pragma GCC unroll 16
     for (int k = 0; k < 8; ++k) v[k] = _mm512_xor_si512(v[k], bias);  // q + 128 as u8
     const __m512 d = gather_half(t, off, 0);
     for (int r = 0; r < rb.R; ++r) {
@@ -157,6 +171,7 @@ void q4_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) 
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ4_K));
+    prefetch_next(t, s);
     __m512i h[4];  // h[0]: d | dmin << 16; h[1..3]: packed scale bytes 0-3, 4-7, 8-11
     load_transposed16(t, sb, h);
     const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
@@ -167,10 +182,12 @@ void q4_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) 
     const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(h[3], m4), _mm512_and_si512(_mm512_srli_epi32(h[1], 2), m45));
     const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), m4),
                                          _mm512_and_si512(_mm512_srli_epi32(h[2], 2), m45));
+    #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {  // 64 values: sub-blocks 2j (low nibbles) and 2j + 1 (high)
       __m512i raw[8];
       load_transposed16(t, sb + 16 + 32 * j, raw);
       load_transposed16(t, sb + 32 + 32 * j, raw + 4);
+      #pragma GCC unroll 16
       for (int half = 0; half < 2; ++half) {
         const int sub = 2 * j + half;
         const __m512i scb = sub < 4 ? sc_lo : sc_hi, mb = sub < 4 ? m_lo : m_hi;
@@ -179,6 +196,7 @@ void q4_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) 
         const __m512 ws = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(scb, static_cast<unsigned>(shift)), byte_mask)));
         const __m512 wm = _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(mb, static_cast<unsigned>(shift)), byte_mask)));
         __m512i v[8];
+        #pragma GCC unroll 16
         for (int k = 0; k < 8; ++k)
           v[k] = half == 0 ? _mm512_and_si512(raw[k], low4) : _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), low4);
         const int64_t b = 8 * s + sub;
@@ -200,9 +218,11 @@ void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) 
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ6_K));
+    prefetch_next(t, s);
     const __m512 d = gather_half(t, sb + 206, 16);  // d is the last 2 bytes of the block
     __m512i sc[4];  // sc[q] lane L: scales 4q..4q+3 of row L
     load_transposed16(t, sb + 192, sc);
+    #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       __m512i ql_a[8], ql_c[8], qh[8];
       load_transposed16(t, sb + 64 * n, ql_a);
@@ -211,8 +231,10 @@ void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) 
       load_transposed16(t, sb + 64 * n + 48, ql_c + 4);
       load_transposed16(t, sb + 128 + 32 * n, qh);
       load_transposed16(t, sb + 144 + 32 * n, qh + 4);
+      #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
         __m512i v[8];
+        #pragma GCC unroll 16
         for (int k = 0; k < 8; ++k) {
           const __m512i lo = part % 2 == 0 ? ql_a[k] : ql_c[k];
           const __m512i nib = part < 2 ? _mm512_and_si512(lo, low4) : _mm512_and_si512(_mm512_srli_epi16(lo, 4), low4);
@@ -250,12 +272,11 @@ bool matmul_range_tiled_avx512(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const DType type = w.type;
   if (type != DType::Q8_0 && type != DType::Q4_K && type != DType::Q6_K) return false;
-  // Gather offsets are int32: the 16 rows of a tile must span less than 2 GiB.
-  if (static_cast<double>(w.row_bytes) * kLanes >= 2.0e9) return false;
   __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    const Tile t = make_tile(w, o0, n_valid);
+    const int64_t n_steps = type == DType::Q8_0 ? w.n_in / 32 : w.n_in / 256;  // block iterations
+    const Tile t = make_tile(w, o0, n_valid, n_steps);
     for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
       const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
       for (int r = 0; r < rb.R; ++r) acc[r] = _mm512_setzero_ps();

@@ -39,6 +39,7 @@ class Scheduler {
   int queue_length() const;
   int busy_slots() const;
   int n_slots() const { return static_cast<int>(slots_.size()); }
+  int queue_max() const { return options_.queue_max; }
   int current_k() const;
 
  private:

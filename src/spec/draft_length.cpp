@@ -50,6 +50,7 @@ void DraftLengthController::observe_draft(int n_tokens, double seconds) {
 void DraftLengthController::set_prior(double alpha_1) {
   SPECDEC_CHECK(alpha_1 >= 0.0 && alpha_1 <= 1.0, "set_prior: alpha " + std::to_string(alpha_1));
   prior_alpha_ = alpha_1;
+  ++n_prior_sets_;
 }
 
 void DraftLengthController::refit() {

@@ -40,6 +40,7 @@ class DraftLengthController {
   void observe_draft(int n_tokens, double seconds);
   // alpha_1 before any observation (default 0.5), in [0, 1].
   void set_prior(double alpha_1);
+  int n_prior_sets() const { return n_prior_sets_; }
 
   // Estimated P(position k accepted | positions < k accepted), k >= 1. Smoothed toward the
   // previous position's estimate (and the prior for k = 1) with a weight of kPriorWeight
@@ -67,6 +68,7 @@ class DraftLengthController {
   static constexpr double kAcceptDecay = 0.93;  // weight of the past in the acceptance counts
   static constexpr double kPriorWeight = 1.0;   // pseudo-observations of the prior / previous position
   double prior_alpha_ = 0.5;
+  int n_prior_sets_ = 0;
   std::vector<double> tried_;     // (max_positions + 1) decayed counts of steps reaching position k
   std::vector<double> accepted_;  // (max_positions + 1) decayed counts of acceptances at k
   std::vector<double> t_rows_;    // (max_rows + 1) EMA seconds of an n-row forward

@@ -1,6 +1,8 @@
 // Parsing --spec and building the model-free drafters.
 #include "specdec/model_free.h"
 
+#include <algorithm>
+
 #include "specdec/error.h"
 
 namespace specdec {
@@ -11,7 +13,9 @@ SpecMethod parse_spec_method(std::string_view text) {
   if (text == "ngram") return SpecMethod::Ngram;
   if (text == "lookup") return SpecMethod::Lookup;
   if (text == "hybrid") return SpecMethod::Hybrid;
-  throw Error("unknown speculation method '" + std::string(text) + "' (expected none, draft, ngram, lookup or hybrid)");
+  if (text == "tree") return SpecMethod::Tree;
+  throw Error("unknown speculation method '" + std::string(text) +
+              "' (expected none, draft, ngram, lookup, hybrid or tree)");
 }
 
 const char* spec_method_name(SpecMethod method) {
@@ -21,6 +25,7 @@ const char* spec_method_name(SpecMethod method) {
     case SpecMethod::Ngram: return "ngram";
     case SpecMethod::Lookup: return "lookup";
     case SpecMethod::Hybrid: return "hybrid";
+    case SpecMethod::Tree: return "tree";
   }
   return "?";
 }
@@ -34,12 +39,17 @@ std::unique_ptr<ConfidentDrafter> make_model_free_drafter(SpecMethod method, con
       c.min_order = std::min(2, options.ngram_order);
       c.window = options.ngram_window;
       c.min_confidence = options.min_confidence;
+      c.tree_width = options.tree_width;
+      c.tree_depth = options.tree_depth;
       return std::make_unique<NgramDrafter>(c, std::move(cache));
     }
-    case SpecMethod::Lookup: {
+    case SpecMethod::Lookup:
+    case SpecMethod::Tree: {
       PromptLookupConfig c;
       c.lookup_min = options.lookup_min;
       c.lookup_max = options.lookup_max;
+      c.tree_width = method == SpecMethod::Tree ? std::max(2, options.tree_width) : options.tree_width;
+      c.tree_depth = options.tree_depth;
       return std::make_unique<PromptLookupDrafter>(c, std::move(cache));
     }
     default:

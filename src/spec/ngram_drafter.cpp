@@ -93,12 +93,33 @@ NgramPrediction NgramTable::best(uint64_t key) const {
   return out;
 }
 
+std::vector<NgramPrediction> NgramTable::top(uint64_t key, int n_max) const {
+  std::vector<NgramPrediction> out;
+  auto it = entries_.find(key);
+  if (it == entries_.end() || n_max <= 0) return out;
+  std::vector<const Next*> order;  // (n_distinct_next) candidates, best first
+  for (const Next& n : it->second.next) order.push_back(&n);
+  std::sort(order.begin(), order.end(), [](const Next* a, const Next* b) { return better(*a, *b); });
+  for (size_t i = 0; i < order.size() && out.size() < static_cast<size_t>(n_max); ++i) {
+    NgramPrediction p;
+    p.token = order[i]->token;
+    p.count = order[i]->count;
+    p.total = it->second.total;
+    out.push_back(p);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 NgramDrafter::NgramDrafter(NgramConfig config, std::shared_ptr<LookupCache> cache)
     : config_(config), cache_(std::move(cache)) {
   check_orders(config_.min_order, config_.max_order, "ngram drafter");
   if (config_.window < 1) throw Error("ngram drafter: window must be >= 1, got " + std::to_string(config_.window));
+  if (config_.tree_width < 1 || config_.tree_depth < 0) {
+    throw Error("ngram drafter: tree width " + std::to_string(config_.tree_width) + " must be >= 1 and depth " +
+                std::to_string(config_.tree_depth) + " >= 0");
+  }
   tables_.resize(static_cast<size_t>(config_.max_order) + 1);
 }
 
@@ -214,7 +235,9 @@ Draft NgramDrafter::propose(std::span<const Token> context, int n_max, const Sam
   Draft draft;
   draft.rule = ChildRule::Deterministic;
   last_confidence_.clear();
-  if (n_max > 0) {
+  if (n_max > 0 && config_.tree_width > 1) {
+    draft = propose_tree(n_max);
+  } else if (n_max > 0) {
     const int top = std::max(config_.max_order, cache_ ? cache_->config().max_order : 0);
     const size_t n_tail = std::min(history_.size(), static_cast<size_t>(top - 1));
     std::span<const Token> tail(history_.data() + history_.size() - n_tail, n_tail);

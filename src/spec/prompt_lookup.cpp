@@ -31,6 +31,10 @@ PromptLookupDrafter::PromptLookupDrafter(PromptLookupConfig config, std::shared_
     throw Error("prompt lookup: need 1 <= lookup_min <= lookup_max <= 64, got " + std::to_string(config_.lookup_min) +
                 ".." + std::to_string(config_.lookup_max));
   }
+  if (config_.tree_width < 1 || config_.tree_depth < 0) {
+    throw Error("prompt lookup: tree width " + std::to_string(config_.tree_width) + " must be >= 1 and depth " +
+                std::to_string(config_.tree_depth) + " >= 0");
+  }
   if (config_.max_chain_steps < 1) {
     throw Error("prompt lookup: max_chain_steps must be >= 1, got " + std::to_string(config_.max_chain_steps));
   }
@@ -127,7 +131,19 @@ void PromptLookupDrafter::accept(const Draft& draft, const Verdict& verdict) {
   if (verdict.next >= 0) append(verdict.next);
 }
 
-LookupMatch PromptLookupDrafter::find() const {
+LookupMatch PromptLookupDrafter::match_at(int n, int end) const {
+  const int n_hist = static_cast<int>(history_.size());
+  LookupMatch match{n, end, n};
+  while (match.match_length < config_.max_match_length && end - match.match_length >= 0 &&
+         history_[static_cast<size_t>(end - match.match_length)] ==
+             history_[static_cast<size_t>(n_hist - 1 - match.match_length)]) {
+    ++match.match_length;
+  }
+  return match;
+}
+
+std::vector<LookupMatch> PromptLookupDrafter::find_all(int n_matches) const {
+  std::vector<LookupMatch> out;
   const int n_hist = static_cast<int>(history_.size());
   for (int n = std::min(config_.lookup_max, n_hist - 1); n >= config_.lookup_min; --n) {
     const int suffix_first = n_hist - n;
@@ -140,16 +156,29 @@ LookupMatch PromptLookupDrafter::find() const {
       if (!std::equal(history_.begin() + (end - n + 1), history_.begin() + end + 1, history_.begin() + suffix_first)) {
         continue;  // hash collision
       }
-      LookupMatch match{n, end, n};
-      while (match.match_length < config_.max_match_length && end - match.match_length >= 0 &&
-             history_[static_cast<size_t>(end - match.match_length)] ==
-                 history_[static_cast<size_t>(n_hist - 1 - match.match_length)]) {
-        ++match.match_length;
-      }
-      return match;
+      // A longer suffix found this occurrence already.
+      if (std::any_of(out.begin(), out.end(), [&](const LookupMatch& m) { return m.end == end; })) continue;
+      out.push_back(match_at(n, end));
+      if (static_cast<int>(out.size()) >= n_matches) return out;
     }
   }
-  return {};
+  return out;
+}
+
+LookupMatch PromptLookupDrafter::find() const {
+  const std::vector<LookupMatch> all = find_all(1);
+  return all.empty() ? LookupMatch{} : all.front();
+}
+
+void PromptLookupDrafter::continuation(const LookupMatch& match, int n_tokens, std::vector<Token>& out) const {
+  // Position n_hist + j repeats position end + 1 + j, itself proposed when past the history.
+  const int n_hist = static_cast<int>(history_.size());
+  const size_t first = out.size();
+  for (int j = 0; j < n_tokens; ++j) {
+    const int source = match.end + 1 + j;
+    out.push_back(source < n_hist ? history_[static_cast<size_t>(source)]
+                                  : out[first + static_cast<size_t>(source - n_hist)]);
+  }
 }
 
 Draft PromptLookupDrafter::propose(std::span<const Token> context, int n_max, const SamplingParams& sampling) {
@@ -159,19 +188,17 @@ Draft PromptLookupDrafter::propose(std::span<const Token> context, int n_max, co
   Draft draft;
   draft.rule = ChildRule::Deterministic;
   last_confidence_.clear();
+  if (n_max > 0 && config_.tree_width > 1) {
+    draft = propose_tree(n_max);
+    draft_seconds_ += now_seconds() - t0;
+    return draft;
+  }
   last_match_ = n_max > 0 ? find() : LookupMatch{};
-  const int n_hist = static_cast<int>(history_.size());
   const float match_confidence = float(last_match_.match_length) / float(last_match_.match_length + 1);
   if (last_match_.n > 0 && match_confidence < p_min_) last_match_ = {};
   if (last_match_.n > 0) {
-    const float confidence = match_confidence;
-    for (int j = 0; j < n_max; ++j) {
-      // Position n_hist + j repeats position end + 1 + j, itself proposed when past the history.
-      const int source = last_match_.end + 1 + j;
-      draft.tokens.push_back(source < n_hist ? history_[static_cast<size_t>(source)]
-                                             : draft.tokens[static_cast<size_t>(source - n_hist)]);
-      last_confidence_.push_back(confidence);
-    }
+    continuation(last_match_, n_max, draft.tokens);
+    last_confidence_.assign(draft.tokens.size(), match_confidence);
   } else if (cache_ && n_max > 0) {
     const size_t n_tail = std::min(history_.size(), static_cast<size_t>(cache_->config().max_order - 1));
     std::span<const Token> tail(history_.data() + history_.size() - n_tail, n_tail);

@@ -2,6 +2,7 @@
 #include "specdec/speculative.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "spec/draft_length.h"
@@ -14,6 +15,9 @@ namespace {
 
 constexpr int kPrefillChunk = 256;    // rows per prefill forward (bounds scratch memory)
 constexpr int kMaxTimedRows = 512;    // verify forwards larger than this are not timed per size
+constexpr int kShadowLength = 4;      // tokens per shadow draft (deeper positions follow the last)
+constexpr double kShadowCheap = 0.1;  // shadow drafts when one costs at most this many 1-row forwards
+constexpr int kMaxShadowBackoff = 8;  // at most this many plain steps between failing shadows
 
 size_t common_prefix(std::span<const Token> a, std::span<const Token> b) {
   size_t n = 0;
@@ -79,24 +83,113 @@ void SpeculativeDecoder::begin(std::span<const Token> prompt, const SamplingPara
     target_.forward(batch_, caches, logits_);
   }
   stats_.n_prefill_tokens += static_cast<int64_t>(prompt.size() - 1 - n_keep);
-  if (drafter_) drafter_->begin(prompt);
+  shadow_.clear();
+  shadow_path_.clear();
+  if (drafter_) {
+    if (!controller_->has_single_row_measurement()) probe_single_row();
+    drafter_->begin(prompt);
+  }
   stats_.prefill_seconds += now_seconds() - t0;
+}
+
+void SpeculativeDecoder::probe_single_row() {
+  // Two timed 1-row forwards of the last committed token (the first may pay for cold caches),
+  // undone afterwards: the cache holds tokens_[0 .. size-1) again, bit for bit.
+  const int n = static_cast<int>(tokens_.size());
+  KvCache* caches[] = {&cache_};
+  for (int i = 0; i < 2; ++i) {
+    batch_.clear();
+    batch_.add(tokens_.back(), n - 1, -1, 0, true);
+    const double t0 = now_seconds();
+    target_.forward(batch_, caches, logits_);
+    controller_->observe_verify(1, now_seconds() - t0);
+    cache_.truncate(n - 1);
+  }
+  steps_since_probe_ = 0;
 }
 
 int SpeculativeDecoder::choose_k(int n_max_new) {
   const int n = static_cast<int>(tokens_.size());
   // K + 1 emitted tokens must fit in the context and in n_max_new.
   const int k_cap = std::min(n_ctx() - n - 1, n_max_new - 1);
+  want_shadow_ = false;
   if (!drafter_ || k_cap <= 0) return 0;
-  int k = config_.draft_max;
-  if (config_.adaptive) {
-    if (!controller_->has_single_row_measurement() || steps_since_probe_ >= config_.probe_interval) {
-      steps_since_probe_ = 0;
-      return 0;  // a plain step measures the 1-row forward time
+  if (!config_.adaptive) return std::min(config_.draft_max, k_cap);
+  if (config_.draft_max == 0) return 0;
+  if (!controller_->has_draft_timing()) {
+    // The first proposal is a shadow: it measures c_draft without paying for a verification.
+    want_shadow_ = shadow_.empty();
+    return config_.draft_min > 0 ? std::min(config_.draft_min, k_cap) : 0;
+  }
+  // Shadow drafts: decided from the measured cost of a shadow proposal (in 1-row forwards), with
+  // hysteresis so that timing noise does not flip the prior back and forth.
+  const double shadow_cost = controller_->c_draft() * std::min(config_.draft_max, kShadowLength);
+  const bool was_shadowing = shadow_mode_;
+  if (!shadow_decided_) {
+    shadow_mode_ = config_.shadow && shadow_cost <= kShadowCheap;
+    shadow_decided_ = true;
+  } else if (shadow_mode_ && shadow_cost > 2.0 * kShadowCheap) {
+    shadow_mode_ = false;
+  } else if (!shadow_mode_ && config_.shadow && shadow_cost <= 0.5 * kShadowCheap) {
+    shadow_mode_ = true;
+  }
+  if (shadow_mode_ != was_shadowing || controller_->n_prior_sets() == 0) {
+    // Cheap drafters are observed for free at plain steps, so they draft only on evidence;
+    // expensive ones (a draft model) start from an even prior and learn from real drafts.
+    controller_->set_prior(shadow_mode_ ? 0.0 : 0.5);
+  }
+  int k = controller_->choose(config_.draft_min, config_.draft_max);
+  if (k > config_.draft_min && steps_since_probe_ >= config_.probe_interval) {
+    k = config_.draft_min;  // keep the 1-row timing fresh
+  }
+  if (k == 0 && shadow_mode_ && shadow_.empty()) {
+    // Shadows cost about shadow_cost each: space them so they stay within shadow_budget per step,
+    // and further apart while they keep failing at their first token.
+    if (shadow_wait_ > 0) {
+      --shadow_wait_;
+    } else {
+      want_shadow_ = true;
+      const int spacing = static_cast<int>(std::ceil(shadow_cost / std::max(1e-9, config_.shadow_budget)));
+      shadow_wait_ = std::max(spacing, shadow_backoff_) - 1;
     }
-    k = controller_->choose(config_.draft_min, config_.draft_max);
   }
   return std::min(k, k_cap);
+}
+
+void SpeculativeDecoder::start_shadow(int n_max) {
+  const double t_draft = drafter_->draft_seconds();
+  shadow_ = drafter_->propose(tokens_, n_max, sampling_);
+  controller_->observe_draft(shadow_.size(), drafter_->draft_seconds() - t_draft);
+  validate_draft(shadow_);
+  shadow_path_.clear();
+  if (!shadow_.empty()) ++stats_.n_shadow_drafts;
+}
+
+void SpeculativeDecoder::observe_path(const Draft& draft, const std::vector<int32_t>& path) {
+  // Depth d accepted; position d + 1 was tried (and rejected) only if the last node has children.
+  const int32_t last = path.empty() ? -1 : path.back();
+  const bool has_children = std::any_of(draft.parent.begin(), draft.parent.end(), [&](int32_t p) { return p == last; });
+  const int depth = static_cast<int>(path.size());
+  controller_->observe_acceptance(depth + (has_children ? 1 : 0), depth);
+}
+
+void SpeculativeDecoder::check_shadow(Token emitted) {
+  if (shadow_.empty()) return;
+  const int32_t at = shadow_path_.empty() ? -1 : shadow_path_.back();
+  int32_t child = -1;
+  for (int i = 0; i < shadow_.size() && child < 0; ++i) {
+    if (shadow_.parent[static_cast<size_t>(i)] == at && shadow_.tokens[static_cast<size_t>(i)] == emitted) child = i;
+  }
+  if (child >= 0) shadow_path_.push_back(child);
+  const bool leaf = child >= 0 && std::none_of(shadow_.parent.begin(), shadow_.parent.end(),
+                                               [&](int32_t p) { return p == child; });
+  if (child < 0 || leaf) {
+    observe_path(shadow_, shadow_path_);
+    // Failing at the first token: shadow less often (up to every kMaxShadowBackoff plain steps).
+    shadow_backoff_ = shadow_path_.empty() ? std::min(kMaxShadowBackoff, 2 * shadow_backoff_) : 1;
+    shadow_.clear();
+    shadow_path_.clear();
+  }
 }
 
 SparseDist SpeculativeDecoder::target_row(const Logits& logits, int row, std::span<const Token> path) const {
@@ -119,10 +212,12 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
   const double t_step = now_seconds();
   ++steps_since_probe_;
 
-  // 1. Draft.
+  // 1. Draft (or, at a plain step, maybe a shadow draft checked against what the target emits).
   Draft draft;
   const int k = choose_k(n_max_new);
   if (k > 0) {
+    shadow_.clear();  // abandoned: its outcome is no longer observed token by token
+    shadow_path_.clear();
     const double t_draft = drafter_->draft_seconds();
     draft = drafter_->propose(tokens_, k, sampling_);
     controller_->observe_draft(draft.size(), drafter_->draft_seconds() - t_draft);
@@ -137,6 +232,11 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
                     " outside the target vocabulary of " + std::to_string(target_.config().n_vocab));
       }
     }
+  }
+  Draft shadow_now;  // a shadow draft proposed at this step (the drafter learns the verdict below)
+  if (k == 0 && want_shadow_ && shadow_.empty()) {
+    start_shadow(std::min({config_.draft_max, kShadowLength, n_ctx() - n - 1}));
+    shadow_now = shadow_;
   }
   const std::vector<int32_t> depth = node_depths(draft);  // (n_nodes)
 
@@ -153,6 +253,7 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
   const double forward_seconds = now_seconds() - t_forward;
   const int n_rows = batch_.size();
   controller_->observe_verify(n_rows, forward_seconds);
+  if (n_rows == 1) steps_since_probe_ = 0;
   ++stats_.n_target_passes;
   if (draft.size() > 0 && n_rows <= kMaxTimedRows) ++verify_rows_count_[static_cast<size_t>(n_rows)];
 
@@ -184,6 +285,8 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
 
   // 5. Drafter rollback, commit, stats.
   if (drafter_ && draft.size() > 0) drafter_->accept(draft, verdict);
+  if (drafter_ && draft.empty() && !shadow_now.empty()) drafter_->accept(shadow_now, verdict);  // all rejected
+  if (draft.empty()) check_shadow(verdict.next);
   last_step_ = StepInfo{};
   last_step_.n_drafted = draft.size();
   last_step_.n_accepted = n_accepted;
@@ -197,7 +300,15 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
   last_step_.emitted.push_back(verdict.next);
   tokens_.insert(tokens_.end(), last_step_.emitted.begin(), last_step_.emitted.end());
 
-  if (draft.size() > 0) controller_->observe_acceptance(max_depth, n_accepted);
+  if (draft.size() > 0) {
+    observe_path(draft, verdict.path);
+    ++stats_.n_drafting_steps;
+    if (!draft.is_chain()) ++stats_.n_tree_steps;
+    if (stats_.steps_by_accepted_depth.size() <= static_cast<size_t>(n_accepted)) {
+      stats_.steps_by_accepted_depth.resize(static_cast<size_t>(n_accepted) + 1, 0);
+    }
+    ++stats_.steps_by_accepted_depth[static_cast<size_t>(n_accepted)];
+  }
   stats_.n_drafted += draft.size();
   stats_.n_accepted += n_accepted;
   stats_.n_emitted += static_cast<int64_t>(last_step_.emitted.size());
@@ -220,6 +331,8 @@ void SpeculativeDecoder::rollback(int n_tokens) {
   }
   tokens_.resize(static_cast<size_t>(n_tokens));
   cache_.truncate(std::min(cache_.size(), n_tokens - 1));
+  shadow_.clear();
+  shadow_path_.clear();
   if (drafter_) drafter_->rollback(n_tokens);
 }
 

@@ -236,6 +236,7 @@ TEST(BenchRun, NoisyCopyDraftMeasuresCDraftAndStaysLossless) {
   BenchOptions o = tiny_options(target);
   o.engine.draft_path = draft;
   o.engine.spec.draft_max = 3;
+  o.engine.spec.adaptive = false;  // a same-size draft costs ~1: adaptive K would not draft
   o.end_to_end = true;
   o.prompts = {"the cat", "a b c"};
   o.bandwidth_bytes = 0;  // skipped

@@ -11,12 +11,14 @@ finished target (work/target/final.pt, written when the target reaches --max-ste
 Writes (in --out, default work/target or work/draft):
   ckpt.pt     model, optimizer, step, RNG states, args; saved every --ckpt-minutes, at the
               end, and on SIGTERM/SIGINT (the data position is the step: see data.py)
-  final.pt    the model alone, once --max-steps is reached
+  final.pt    the model alone, once --max-steps is reached (exit status 0; 3 = stopped
+              early by a signal or --max-minutes, resume with the same command)
   log.tsv     one line per --log-every steps (train loss) and per evaluation (val loss;
               distill: KL to the target, greedy agreement and 1 - TV distance on validation)
   model-f16.gguf  an exported snapshot every --export-minutes and at the end
 """
 import argparse
+import fcntl
 import math
 import os
 import signal
@@ -39,7 +41,7 @@ def parse_args(argv=None):
     parser.add_argument("--out", help="default: work/target | work/draft by mode")
     parser.add_argument("--teacher", help="distill: teacher model (default work/target/final.pt)")
     parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--max-steps", type=int, help="default: 2400 target | 1600 distill")
+    parser.add_argument("--max-steps", type=int, help="default: 1600 target | 1200 distill")
     parser.add_argument("--batch-tokens", type=int, default=4096, help="tokens per step")
     parser.add_argument("--micro-tokens", type=int, default=4096, help="tokens per forward")
     parser.add_argument("--short-seq-len", type=int, default=256,
@@ -63,9 +65,10 @@ def parse_args(argv=None):
     parser.add_argument("--max-minutes", type=float, default=0.0,
                         help="stop (after saving) when this process ran this long; 0 = no limit")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu | cuda (a lent GPU machine)")
     args = parser.parse_args(argv)
     target = args.mode == "target"
-    args.max_steps = args.max_steps or (2400 if target else 1600)
+    args.max_steps = args.max_steps or (1600 if target else 1200)
     args.lr = args.lr or (1e-3 if target else 2e-3)
     args.preset = args.preset or ("target" if args.mode == "target" else "draft")
     args.out = args.out or work_path("target" if args.mode == "target" else "draft", "x")[:-2]
@@ -122,7 +125,9 @@ def evaluate(model, windows, teacher=None) -> dict:
     """Mean validation cross-entropy; with a teacher also KL, greedy agreement, 1 - TV."""
     model.eval()
     total = {"val_loss": 0.0, "val_kl": 0.0, "val_agree": 0.0, "val_overlap": 0.0}
+    device = next(model.parameters()).device
     for inputs, targets in windows:
+        inputs, targets = inputs.to(device), targets.to(device)
         logits = model(inputs)
         total["val_loss"] += F.cross_entropy(logits.flatten(0, 1), targets.flatten()).item()
         if teacher is not None:
@@ -170,21 +175,26 @@ def main(argv=None) -> None:
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
     os.makedirs(args.out, exist_ok=True)
+    lock = open(os.path.join(args.out, "train.lock"), "w")  # held until the process ends
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SystemExit(f"error: another train.py is already writing {args.out}")
     ckpt_path = os.path.join(args.out, "ckpt.pt")
     logger = Logger(os.path.join(args.out, "log.tsv"))
 
-    model = Transformer(PRESETS[args.preset])
+    model = Transformer(PRESETS[args.preset]).to(args.device)
     optimizer = make_optimizer(model, args)
     step = 0
     if os.path.exists(ckpt_path):
-        state = torch.load(ckpt_path, map_location="cpu")
+        state = torch.load(ckpt_path, map_location=args.device)
         if state["config"] != model.cfg.to_dict():
             raise SystemExit(f"error: {ckpt_path} holds config {state['config']}, "
                              f"not preset {args.preset} {model.cfg.to_dict()}")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step = state["step"]
-        torch.set_rng_state(state["torch_rng"])
+        torch.set_rng_state(state["torch_rng"].cpu())
         np.random.set_state(state["numpy_rng"])
         print(f"resumed {ckpt_path} at step {step}", flush=True)
     if step >= args.max_steps:
@@ -195,7 +205,7 @@ def main(argv=None) -> None:
     if args.mode == "distill":
         if not os.path.exists(args.teacher):
             raise SystemExit(f"error: teacher {args.teacher} not found (train the target first)")
-        teacher = load_model(args.teacher).eval()
+        teacher = load_model(args.teacher).to(args.device).eval()
         for p in teacher.parameters():
             p.requires_grad_(False)
         if teacher.cfg.n_vocab != model.cfg.n_vocab:
@@ -245,6 +255,7 @@ def main(argv=None) -> None:
         for micro in range(n_micro):
             inputs, targets = stream.batch(first_sample + micro * seqs_per_micro,
                                            seqs_per_micro)
+            inputs, targets = inputs.to(args.device), targets.to(args.device)
             logits = model(inputs)
             ce = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
             if teacher is not None:
@@ -294,7 +305,8 @@ def main(argv=None) -> None:
         torch.save({"config": model.cfg.to_dict(), "model": model.state_dict(), "step": step},
                    os.path.join(args.out, "final.pt"))
         export_snapshot(model, args.out, step)
-    sys.exit(0)
+    # non-zero when stopped early (signal, --max-minutes), so a pipeline does not go on
+    sys.exit(0 if step >= args.max_steps else 3)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,92 @@
+// NgramDrafter::propose_tree and predict_top: token trees from the n-gram tables (issue 9).
+//
+// Best-first expansion: every candidate (a continuation of an existing node, or of the root)
+// carries its path probability, the product of count / total of the continuations along the
+// path. The best candidate becomes a node, then its own continuations become candidates. A
+// child's probability never exceeds its parent's, so the nodes form a tree whatever the budget.
+// The children depend only on the committed context (no randomness), hence ChildRule::
+// Deterministic, which is exact for any such set of children.
+#include <algorithm>
+#include <queue>
+
+#include "specdec/lookup_cache.h"
+#include "specdec/ngram.h"
+
+namespace specdec {
+
+std::vector<NgramPrediction> NgramDrafter::predict_top(std::span<const Token> tail, int n_max) const {
+  const int top = std::max(config_.max_order, cache_ ? cache_->config().max_order : 0);
+  const int bottom = std::min(config_.min_order, cache_ ? cache_->config().min_order : 16);
+  for (int order = top; order >= bottom; --order) {
+    const size_t n_ctx = static_cast<size_t>(order - 1);
+    if (order >= config_.min_order && order <= config_.max_order && tail.size() >= n_ctx) {
+      std::vector<NgramPrediction> found = tables_[static_cast<size_t>(order)].top(ngram_key(tail.last(n_ctx)), n_max);
+      if (!found.empty() && found.front().total >= config_.min_count) {
+        for (auto& p : found) p.order = order;
+        return found;
+      }
+    }
+    if (cache_) {
+      NgramPrediction p = cache_->predict_order(tail, order);
+      if (p.token >= 0) return {p};
+    }
+  }
+  return {};
+}
+
+namespace {
+
+struct Candidate {
+  double score;     // path probability
+  int32_t parent;   // draft node index, -1 for the root
+  int depth;        // depth of the candidate node (root children: 1)
+  NgramPrediction prediction;
+  int sequence;     // insertion order (ties: earlier first, so the result is deterministic)
+  bool operator<(const Candidate& o) const {  // priority_queue: largest first
+    if (score != o.score) return score < o.score;
+    return sequence > o.sequence;
+  }
+};
+
+}  // namespace
+
+Draft NgramDrafter::propose_tree(int n_max) {
+  Draft draft;
+  draft.rule = ChildRule::Deterministic;
+  const float min_confidence = std::max(config_.min_confidence, p_min_);
+  const int top = std::max(config_.max_order, cache_ ? cache_->config().max_order : 0);
+  const size_t n_tail = std::min(history_.size(), static_cast<size_t>(top - 1));
+  const std::vector<Token> root_tail(history_.end() - static_cast<std::ptrdiff_t>(n_tail), history_.end());
+  std::priority_queue<Candidate> candidates;
+  int sequence = 0;
+  // Pushes the continuations of `node` (whose context ends with `tail`).
+  auto expand = [&](const std::vector<Token>& tail, int32_t node, int depth, double score) {
+    if (config_.tree_depth > 0 && depth > config_.tree_depth) return;
+    for (const NgramPrediction& p : predict_top(tail, config_.tree_width)) {
+      if (p.confidence() < min_confidence) continue;
+      const double share = p.total > 0 ? double(p.count) / double(p.total) : 0.0;
+      candidates.push(Candidate{score * share, node, depth, p, sequence++});
+    }
+  };
+  expand(root_tail, -1, 1, 1.0);
+  while (draft.size() < n_max && !candidates.empty()) {
+    const Candidate c = candidates.top();
+    candidates.pop();
+    const int node = draft.add(c.prediction.token, c.parent);
+    last_confidence_.push_back(c.prediction.confidence());
+    std::vector<Token> tail = root_tail;  // context + path, last top - 1 tokens are enough
+    const std::vector<Token> path = [&] {
+      std::vector<Token> p;
+      for (int32_t a = node; a >= 0; a = draft.parent[static_cast<size_t>(a)]) p.push_back(draft.tokens[static_cast<size_t>(a)]);
+      std::reverse(p.begin(), p.end());
+      return p;
+    }();
+    tail.insert(tail.end(), path.begin(), path.end());
+    if (tail.size() > static_cast<size_t>(top - 1)) tail.erase(tail.begin(), tail.end() - (top - 1));
+    expand(tail, node, c.depth + 1, c.score);
+  }
+  draft.q.clear();  // deterministic draft: no q
+  return draft;
+}
+
+}  // namespace specdec
