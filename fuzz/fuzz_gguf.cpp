@@ -1,10 +1,16 @@
 // fuzz/fuzz_gguf.cpp — libFuzzer target: GgufFile::parse on arbitrary bytes, then everything a
 // loader does with the result (typed metadata getters, the tensor table and each tensor's bytes,
-// the model config and the tokenizer tables).
+// the model config and the tokenizer tables). When the metadata makes a valid model config, the
+// image is also loaded as a model (Transformer::load through a memfd: weight types and shapes)
+// and one token is run through it.
 //
 // Crash conditions: any sanitizer report, an exception other than specdec::Error escaping, or a
 // broken guarantee of GgufFile::parse (tensor bytes outside the input, misaligned offsets,
 // lookups that do not find their own entries).
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -66,6 +72,29 @@ void exercise_tokenizer(const GgufFile& f) {
   (void)detok.flush();
 }
 
+// Loads the image as a model from an in-memory file and decodes one token.
+void exercise_model(const uint8_t* data, size_t size) {
+  const int fd = ::memfd_create("fuzz-model", MFD_CLOEXEC);
+  if (fd < 0) return;
+  const bool written = ::write(fd, data, size) == static_cast<ssize_t>(size);
+  if (written) {
+    try {
+      auto model = Transformer::load("/proc/self/fd/" + std::to_string(fd), ModelOptions{1});
+      KvCache cache = model->new_cache(std::min(4, model->config().n_ctx_train));
+      KvCache* caches[] = {&cache};
+      Batch batch;
+      batch.add(std::min(1, model->config().n_vocab - 1), 0, -1, 0, true);
+      Logits logits;
+      model->forward(batch, caches, logits);
+      FUZZ_PROPERTY(logits.n_rows() == 1 && logits.n_vocab == model->config().n_vocab &&
+                        logits.data.size() == static_cast<size_t>(logits.n_vocab),
+                    "one row of logits");
+    } catch (const Error&) {
+    }
+  }
+  ::close(fd);
+}
+
 }  // namespace
 }  // namespace specdec
 
@@ -84,10 +113,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     touch_typed(*f, key);
   }
   check_tensors(*f, data, size);
+  bool is_model = false;
   try {
     (void)read_model_config(*f);
+    is_model = true;
   } catch (const Error&) {
   }
   exercise_tokenizer(*f);
+  if (is_model) exercise_model(data, size);
   return 0;
 }

@@ -5,7 +5,8 @@
   make_seeds.py fixtures FIXTURES OUT_DIR seeds derived from ../shared/fixtures at run time
                                           (never committed: the fixtures stay in ../shared)
 
-OUT_DIR receives one folder per target: fuzz_gguf, fuzz_llama2c, fuzz_tokenizer.
+OUT_DIR receives one folder per target: fuzz_gguf, fuzz_llama2c, fuzz_tokenizer,
+fuzz_chat_template, fuzz_request.
 Input layouts are described at the top of each fuzz/fuzz_*.cpp.
 """
 import os
@@ -220,9 +221,72 @@ def handmade_tokenizer():
     return seeds
 
 
+# ---------------------------------------------------------------- chat templates
+def handmade_chat_template():
+    seeds = {}
+    templates = {
+        "chatml": "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}",
+        "llama2": "{% if messages[0]['role'] == 'system' %}{% set system_message = '<<SYS>>\n' + messages[0]['content'] | trim + '\n<</SYS>>\n\n' %}{% endif %}{{ bos_token + '[INST] ' }}",
+        "llama3": "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}",
+        "gemma": "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}",
+        "phi3": "{{'<|user|>' + '\n' + message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}",
+        "zephyr": "{{ '<|user|>\n' + message['content'] + eos_token }}",
+    }
+    for name, t in templates.items():
+        seeds["detect-" + name] = bytes([0, 0]) + t.encode()
+    seeds["strip"] = bytes([1, 0]) + " \t\u3000 hi \xa0\n".encode() + b"\xff "
+    convs = {
+        "user": ["user", "Hello"],
+        "system-user": ["system", " Be brief. ", "user", "Hi\n"],
+        "alternating": ["user", "a", "assistant", "b", "user", "c"],
+        "bad-order": ["assistant", "x", "assistant", "y"],
+        "tool": ["tool", "t", "user", "u"],
+        "utf8": ["user", "日本 \u2581 \xe9"],
+    }
+    for fam in range(7):
+        for name, fields in convs.items():
+            body = "\0".join(["<s>", "</s>"] + fields).encode()
+            seeds[f"render-f{fam}-{name}"] = bytes([2 + fam, 1]) + body
+    return seeds
+
+
+# ---------------------------------------------------------------- server requests
+def handmade_request():
+    seeds = {}
+    completions = {
+        "minimal": '{"prompt": "Once upon a time"}',
+        "full": r'{"model": "stories260K", "prompt": "Once", "max_tokens": 8, "temperature": 0.7, "top_p": 0.9,'
+                r' "top_k": 40, "min_p": 0.05, "seed": 42, "stop": ["\n", "end"], "stream": true,'
+                r' "stream_options": {"include_usage": true}, "logprobs": 2, "presence_penalty": 0.5,'
+                r' "frequency_penalty": -0.5, "repeat_penalty": 1.1, "logit_bias": {"42": -100}, "n": 1}',
+        "token-prompt": '{"prompt": [1, 403, 407], "max_tokens": 1}',
+        "nested-prompt": '{"prompt": [[1, 2]], "max_tokens": 1}',
+        "speculative": '{"prompt": "a", "speculative": {"method": "ngram", "draft_max": 4, "draft_min": 1}}',
+        "bad-types": '{"prompt": 5, "max_tokens": "x", "temperature": null}',
+        "huge-numbers": '{"prompt": "a", "max_tokens": 1e308, "seed": -1e300, "top_k": 1e20}',
+        "unicode": r'{"prompt": "\ud83d\ude00 \u0000 caf\u00e9 \ud800"}',
+    }
+    for name, body in completions.items():
+        seeds["cmpl-" + name] = bytes([0]) + body.encode()
+    chats = {
+        "minimal": '{"messages": [{"role": "user", "content": "Hi"}]}',
+        "system": '{"model": "stories260K.gguf", "messages": [{"role": "system", "content": "Be brief"},'
+                  ' {"role": "user", "content": "Hi"}], "max_completion_tokens": 4, "logprobs": true, "top_logprobs": 3}',
+        "parts": '{"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}',
+        "bad-role": '{"messages": [{"role": 7, "content": {}}]}',
+        "empty": '{"messages": []}',
+    }
+    for name, body in chats.items():
+        seeds["chat-" + name] = bytes([1]) + body.encode()
+    seeds["not-json"] = bytes([0]) + b'{"prompt": "a",'
+    seeds["not-object"] = bytes([1]) + b'[1, 2, 3]'
+    return seeds
+
+
 def fixture_seeds(fixtures):
     """Seeds derived from ../shared/fixtures (written at run time, never committed)."""
-    out = {"fuzz_gguf": {}, "fuzz_llama2c": {}, "fuzz_tokenizer": {}}
+    out = {"fuzz_gguf": {}, "fuzz_llama2c": {}, "fuzz_tokenizer": {}, "fuzz_chat_template": {},
+           "fuzz_request": {}}
     for rel in ("models/stories260K.gguf", "arch/tiny-qwen2.gguf", "arch/tiny-llama3rope.gguf",
                 "quant/tiny-Q4_K_M.gguf", "quant/tiny-Q2_K.gguf", "quant/tiny-Q5_1.gguf"):
         path = os.path.join(fixtures, rel)
@@ -260,6 +324,8 @@ def main():
         write(sys.argv[2], "fuzz_gguf", handmade_gguf())
         write(sys.argv[2], "fuzz_llama2c", handmade_llama2c())
         write(sys.argv[2], "fuzz_tokenizer", handmade_tokenizer())
+        write(sys.argv[2], "fuzz_chat_template", handmade_chat_template())
+        write(sys.argv[2], "fuzz_request", handmade_request())
     elif len(sys.argv) == 4 and sys.argv[1] == "fixtures":
         for target, seeds in fixture_seeds(sys.argv[2]).items():
             write(sys.argv[3], target, seeds)

@@ -61,6 +61,10 @@ struct CostCurve {
   int context = 0;                  // cache positions before the timed rows
   std::vector<double> seconds;      // (m_max) median seconds of one forward of M rows
   std::vector<double> cost;         // (m_max) seconds[M-1] / seconds[0]; cost[0] == 1
+  // The fastest repeat instead of the median: robust on a shared machine, where interference
+  // only ever adds time. min_cost[0] == 1.
+  std::vector<double> min_seconds;  // (m_max)
+  std::vector<double> min_cost;     // (m_max) min_seconds[M-1] / min_seconds[0]
   bool empty() const { return seconds.empty(); }
 };
 
@@ -122,6 +126,7 @@ struct BenchReport {
   double decode_seconds = 0;        // median 1-row forward at the short context
   double decode_tps = 0;            // 1 / decode_seconds
   double decode_tps_long = 0;       // at the long context
+  double decode_min_seconds = 0;    // fastest repeat of the 1-row forward (short context)
   double achieved_gbs = 0;          // weight_bytes / decode_seconds / 1e9
   double bandwidth_gbs = 0;         // measured probe (0: skipped)
   double bandwidth_ratio = 0;       // achieved / measured

@@ -36,7 +36,8 @@ struct SpecConfig {
   float lenience = 1.0f;      // (0, 1]; < 1 is LOSSY (Leviathan et al. A.5)
   int probe_interval = 64;    // adaptive: a plain step every N steps keeps the 1-row timing fresh
   // Adaptive only: when proposals are cheap (a proposal of up to 4 tokens measured at <= 0.1
-  // 1-row target forwards, e.g. the model-free drafters), plain steps still ask the drafter for a
+  // 1-row target forwards, e.g. the model-free drafters; without shadows, a 1-token draft every
+  // 48 plain steps refreshes the acceptance estimate instead), plain steps still ask the drafter for a
   // proposal, do not verify it, and compare it with the tokens the target then emits ("shadow"
   // drafts). This measures the acceptance rate without paying for verification, so such
   // drafters start from a pessimistic prior (no drafting until the evidence says it pays) and
@@ -130,6 +131,7 @@ class SpeculativeDecoder {
   void probe_single_row();
   // Shadow drafts (SpecConfig::shadow): propose at a plain step, check against emitted tokens.
   void start_shadow(int n_max);
+  int draft_units(int n_proposed);  // proposed + caught-up tokens of a proposal (for c_draft)
   void check_shadow(Token emitted);
   void observe_path(const Draft& draft, const std::vector<int32_t>& path);
   SparseDist target_row(const Logits& logits, int row, std::span<const Token> path) const;
@@ -148,6 +150,8 @@ class SpeculativeDecoder {
   bool shadow_decided_ = false;   // shadow_mode_ was set from a measurement
   int shadow_wait_ = 0;           // plain steps to let pass before the next shadow
   int shadow_backoff_ = 1;        // spacing after shadows failing at their first token
+  int steps_since_draft_ = 0;     // plain steps since the last verified draft
+  int drafter_seen_ = 0;          // committed tokens the drafter had seen at its last proposal
   Draft shadow_;                  // pending shadow draft (empty: none)
   std::vector<int32_t> shadow_path_;  // (depth matched so far) nodes of shadow_ matched by emitted tokens
   StepInfo last_step_;

@@ -7,6 +7,7 @@
 // reduction, so results do not depend on the thread count either.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -36,16 +37,21 @@ class ThreadPool {
  private:
   void worker_loop(int thread_index);
 
+  // Hand-off (thread_pool.cpp): workers spin briefly on generation_ after each job, then sleep
+  // on work_ready_; the caller spins briefly on n_busy_, then sleeps on work_done_. The
+  // sleeping counters tell the other side whether a notify is needed.
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
-  const std::function<void(int, int)>* job_ = nullptr;
-  int n_tasks_ = 0;
-  uint64_t generation_ = 0;
-  int n_busy_ = 0;
-  bool stopping_ = false;
+  const std::function<void(int, int)>* job_ = nullptr;  // published by generation_ (release)
+  int n_tasks_ = 0;                                     // published by generation_ (release)
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> n_busy_{0};
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> n_sleeping_{0};        // workers blocked (or about to block) on work_ready_
+  std::atomic<bool> caller_sleeping_{false};  // the caller blocked (or about to) on work_done_
 };
 
 }  // namespace specdec

@@ -143,9 +143,15 @@ CostCurve measure_cost_curve(Transformer& model, KvCache& cache, int m_max, int 
     for (ForwardJob& job : jobs) job.samples.push_back(job.run_once(model, cache, logits));
   CostCurve curve;
   curve.context = context;
-  for (const ForwardJob& job : jobs) curve.seconds.push_back(median(job.samples));
-  for (double s : curve.seconds) curve.cost.push_back(s / curve.seconds[0]);
-  curve.cost[0] = 1.0;
+  for (const ForwardJob& job : jobs) {
+    curve.seconds.push_back(median(job.samples));
+    curve.min_seconds.push_back(*std::min_element(job.samples.begin(), job.samples.end()));
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    curve.cost.push_back(curve.seconds[i] / curve.seconds[0]);
+    curve.min_cost.push_back(curve.min_seconds[i] / curve.min_seconds[0]);
+  }
+  curve.cost[0] = curve.min_cost[0] = 1.0;
   return curve;
 }
 

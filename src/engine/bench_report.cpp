@@ -25,17 +25,21 @@ double mib(size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
 
 void put_curves(std::string& out, const BenchReport& r) {
   const bool have_long = !r.long_curve.empty();
-  put(out, "\nverify cost c(M) = t(forward of M rows) / t(forward of 1 row), medians:\n");
-  if (have_long) {
-    put(out, "  %3s  %12s %7s  %12s %7s\n", "M", "ms @ctx", "c(M)", "ms @ctx", "c(M)");
-    put(out, "  %3s  %12d %7s  %12d %7s\n", "", r.short_curve.context, "", r.long_curve.context, "");
-  } else {
-    put(out, "  %3s  %12s %7s   (long context not measured: --ctx-long not above --ctx-short within the model's context)\n", "M", "ms", "c(M)");
-  }
+  put(out, "\nverify cost c(M) = t(forward of M rows) / t(forward of 1 row); ms and c(M) from medians,\n"
+           "c_min(M) from the fastest repeats:\n");
+  put(out, "  %3s  %10s %7s %8s", "M", "ms", "c(M)", "c_min(M)");
+  if (have_long) put(out, "  %10s %7s %8s", "ms", "c(M)", "c_min(M)");
+  put(out, "\n  %3s  %-27s", "", ("context " + std::to_string(r.short_curve.context)).c_str());
+  if (have_long)
+    put(out, "  %-27s", ("context " + std::to_string(r.long_curve.context)).c_str());
+  else
+    put(out, "  (long context not measured: --ctx-long not above --ctx-short within the model's context)");
+  put(out, "\n");
   for (size_t i = 0; i < r.short_curve.seconds.size(); ++i) {
-    put(out, "  %3zu  %12.3f %7.3f", i + 1, r.short_curve.seconds[i] * 1e3, r.short_curve.cost[i]);
+    put(out, "  %3zu  %10.3f %7.3f %8.3f", i + 1, r.short_curve.seconds[i] * 1e3, r.short_curve.cost[i],
+        r.short_curve.min_cost[i]);
     if (have_long && i < r.long_curve.seconds.size())
-      put(out, "  %12.3f %7.3f", r.long_curve.seconds[i] * 1e3, r.long_curve.cost[i]);
+      put(out, "  %10.3f %7.3f %8.3f", r.long_curve.seconds[i] * 1e3, r.long_curve.cost[i], r.long_curve.min_cost[i]);
     put(out, "\n");
   }
 }
@@ -93,7 +97,8 @@ void put_simulations(std::string& out, const BenchReport& r) {
 }
 
 nlohmann::json curve_json(const CostCurve& c) {
-  return {{"context", c.context}, {"seconds", c.seconds}, {"cost", c.cost}};
+  return {{"context", c.context}, {"seconds", c.seconds}, {"cost", c.cost}, {"min_seconds", c.min_seconds},
+          {"min_cost", c.min_cost}};
 }
 
 }  // namespace
@@ -109,6 +114,9 @@ std::string bench_report_text(const BenchReport& r) {
   put(out, "\ndecode (1-row forward at context %d): %.2f tok/s (%.3f ms/token)\n", r.short_curve.context, r.decode_tps,
       r.decode_seconds * 1e3);
   put(out, "  weights read per token %.1f MiB -> achieved %.2f GB/s\n", mib(r.weight_bytes), r.achieved_gbs);
+  if (r.decode_min_seconds > 0)
+    put(out, "  fastest repeat: %.2f tok/s, %.2f GB/s\n", 1.0 / r.decode_min_seconds,
+        static_cast<double>(r.weight_bytes) / r.decode_min_seconds / 1e9);
   if (r.bandwidth_gbs > 0)
     put(out, "  measured read bandwidth (same run, all threads, best pass) %.2f GB/s -> ratio %.3f\n", r.bandwidth_gbs,
         r.bandwidth_ratio);
@@ -126,7 +134,9 @@ std::string bench_report_text(const BenchReport& r) {
   put(out, "\nmemory: peak RSS %.1f MiB (current %.1f) vs mapped file %.1f MiB + KV cache %.1f MiB", mib(m.peak_rss_bytes),
       mib(m.rss_bytes), mib(m.mapped_file_bytes), mib(m.kv_cache_bytes));
   if (m.draft_bytes) put(out, " + draft %.1f MiB", mib(m.draft_bytes));
-  put(out, " -> ratio %.3f (target <= 1.10)\n", m.ratio());
+  const double expected = static_cast<double>(m.mapped_file_bytes + m.kv_cache_bytes + m.draft_bytes);
+  put(out, " -> ratio %.3f (target <= 1.10), %.1f MiB above\n", m.ratio(),
+      (static_cast<double>(m.peak_rss_bytes) - expected) / 1048576.0);
   if (r.draft_decode_seconds > 0)
     put(out, "draft model: 1-row forward %.3f ms -> c_draft %.4f (draft forward / target forward)\n",
         r.draft_decode_seconds * 1e3, r.c_draft_forward);
@@ -144,6 +154,7 @@ std::string bench_report_json(const BenchReport& r) {
               {"load_average_1min", r.load_average_1min}};
   j["decode"] = {{"context", r.short_curve.context},      {"seconds_per_token", r.decode_seconds},
                  {"tokens_per_second", r.decode_tps},     {"tokens_per_second_long", r.decode_tps_long},
+                 {"min_seconds_per_token", r.decode_min_seconds},
                  {"achieved_gbs", r.achieved_gbs},        {"bandwidth_gbs", r.bandwidth_gbs},
                  {"bandwidth_ratio", r.bandwidth_ratio}};
   j["prefill"] = {{"chunk", r.prefill_chunk}, {"tokens_per_second", r.prefill_tps},

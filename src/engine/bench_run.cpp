@@ -8,6 +8,7 @@
 //   5. end-to-end plain vs speculative through Engine::generate on the same prompts;
 //   6. the SIMULATION from the measured curves (arithmetic only).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -230,6 +231,7 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   r.decode_tps = 1.0 / r.decode_seconds;
   r.achieved_gbs = static_cast<double>(r.weight_bytes) / r.decode_seconds / 1e9;
   r.prefill_over_decode = r.prefill_tps / r.decode_tps;
+  r.decode_min_seconds = r.short_curve.min_seconds[0];
 
   // Forced-acceptance loop at the short context (the cache keeps its first short_ctx rows).
   std::vector<double> loop_speedups;  // (alphas * k_max)
@@ -276,11 +278,30 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   if (loop_tokens > 0 && !o.simulate_alpha.empty()) {
     if (log) log("SIMULATION: forced-acceptance decode loop, " + std::to_string(loop_tokens) + " tokens per run");
     const double draft_seconds = sim_c_draft * r.decode_seconds;
-    const double plain_tps = forced_acceptance_tps(*target, cache, 0.0, 0, 0.0, loop_tokens, 1);
-    for (size_t a = 0; a < o.simulate_alpha.size(); ++a)
+    const size_t n_alpha = o.simulate_alpha.size();
+    std::vector<std::vector<double>> ratios(n_alpha * static_cast<size_t>(k_max));  // (alphas, k_max) x reps
+    // Each repeat runs a plain loop, then the K-loop of every (K, alpha): a ratio compares runs
+    // of the same repeat, so slow load changes mostly cancel.
+    // Small models: a run repeats its loop until it lasts min_rep_seconds (mean seconds per token).
+    const double plain_once = loop_tokens / forced_acceptance_tps(*target, cache, 0.0, 0, 0.0, loop_tokens, 1);
+    const int inner = static_cast<int>(std::clamp(std::ceil(o.min_rep_seconds / plain_once), 1.0, 10000.0));
+    auto loop_tps = [&](double alpha, int k, uint64_t seed) {
+      double seconds_per_token = 0;
+      for (int i = 0; i < inner; ++i)
+        seconds_per_token += 1.0 / forced_acceptance_tps(*target, cache, alpha, k, draft_seconds, loop_tokens,
+                                                         seed + 7919u * static_cast<uint64_t>(i));
+      return inner / seconds_per_token;
+    };
+    for (int rep = 0; rep < o.reps; ++rep) {
+      const double plain_tps = loop_tps(0.0, 0, 1);
       for (int k = 1; k <= k_max; ++k)
-        loop_speedups.push_back(forced_acceptance_tps(*target, cache, o.simulate_alpha[a], k, draft_seconds,
-                                                      loop_tokens, 1000 * a + k) / plain_tps);
+        for (size_t a = 0; a < n_alpha; ++a) {
+          const uint64_t seed = (static_cast<uint64_t>(rep) << 32) + 1000 * a + static_cast<uint64_t>(k);
+          const double tps = loop_tps(o.simulate_alpha[a], k, seed);
+          ratios[a * static_cast<size_t>(k_max) + static_cast<size_t>(k - 1)].push_back(tps / plain_tps);
+        }
+    }
+    for (const auto& samples : ratios) loop_speedups.push_back(median_of(samples));
   }
 
   // 3. Memory while the mappings and caches above exist.
@@ -299,13 +320,7 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   target.reset();
 
   // 5. End to end.
-  if (o.end_to_end) {
-    r.end_to_end = run_end_to_end(o, log);
-    if (given_c_draft < 0 && !draft_model_used && r.end_to_end.c_draft > 0) {
-      sim_c_draft = r.end_to_end.c_draft;
-      sim_source = "measured end to end";
-    }
-  }
+  if (o.end_to_end) r.end_to_end = run_end_to_end(o, log);
 
   // 6. SIMULATION.
   for (size_t a = 0; a < o.simulate_alpha.size(); ++a) {

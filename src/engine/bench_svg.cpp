@@ -87,7 +87,7 @@ void draw_panel(std::string& svg, const Panel& p, double x0, double y0, double w
   if (x_min > x_max) x_min = 0, x_max = 1;
   if (x_max == x_min) x_max = x_min + 1;
   const double y_min = 0;
-  y_max *= 1.08;
+  y_max *= 1.1 + 0.06 * static_cast<double>(p.series.size());  // headroom for the legend
   auto sx = [&](double x) { return left + (x - x_min) / (x_max - x_min) * (right - left); };
   auto sy = [&](double y) { return bottom - (y - y_min) / (y_max - y_min) * (bottom - top); };
 
@@ -113,8 +113,7 @@ void draw_panel(std::string& svg, const Panel& p, double x0, double y0, double w
   if (!p.reference_label.empty()) text(svg, right - 4, sy(p.reference_y) - 4, p.reference_label, "end", 10);
   if (p.series.empty()) text(svg, (left + right) / 2, (top + bottom) / 2, p.note, "middle", 12);
 
-  // Curves with point markers, then the legend (top left).
-  double legend_y = top + 8;
+  // Curves with point markers, then the legend (top left, on a translucent box).
   for (const Series& s : p.series) {
     std::string pts;
     for (auto [x, y] : s.points) pts += num(sx(x)) + "," + num(sy(y)) + " ";
@@ -122,6 +121,12 @@ void draw_panel(std::string& svg, const Panel& p, double x0, double y0, double w
            (s.dash.empty() ? "" : " stroke-dasharray=\"" + s.dash + "\"") + " points=\"" + pts + "\"/>\n";
     for (auto [x, y] : s.points)
       svg += "<circle cx=\"" + num(sx(x)) + "\" cy=\"" + num(sy(y)) + "\" r=\"2.5\" fill=\"" + s.color + "\"/>\n";
+  }
+  if (p.series.empty()) return;
+  double legend_y = top + 8;
+  svg += "<rect x=\"" + num(left + 4) + "\" y=\"" + num(top) + "\" width=\"250\" height=\"" +
+         num(15.0 * static_cast<double>(p.series.size()) + 4) + "\" fill=\"#ffffff\" fill-opacity=\"0.85\"/>\n";
+  for (const Series& s : p.series) {
     line(svg, left + 10, legend_y, left + 34, legend_y, s.color, s.dash, 2);
     text(svg, left + 40, legend_y + 4, s.label, "start", 11);
     legend_y += 15;

@@ -15,11 +15,15 @@ constexpr uint32_t kWriteVersion = 3;
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr const char* kAlignmentKey = "general.alignment";
 
-// Limits the reader enforces before allocating anything (real models are far below them).
+// Limits the reader enforces before allocating anything (real models are far below them: the
+// largest vocabularies hold ~256K tokens, i.e. < 2M array items with scores, types and merges).
+// They bound memory, not just file offsets: a parsed array item is a 48-byte GgufValue, so a
+// 1-byte U8 item costs 48x its file size, and an entry or tensor info ~150 bytes; with these
+// limits a hostile file can make the parser allocate at most ~1 GiB in total.
 constexpr uint64_t kMaxTensors = uint64_t{1} << 20;
-constexpr uint64_t kMaxMetadataEntries = uint64_t{1} << 24;
-constexpr uint64_t kMaxArrayLength = uint64_t{1} << 28;
-constexpr uint64_t kMaxTotalArrayItems = uint64_t{1} << 28;  // over all arrays of a file
+constexpr uint64_t kMaxMetadataEntries = uint64_t{1} << 20;
+constexpr uint64_t kMaxArrayLength = uint64_t{1} << 24;
+constexpr uint64_t kMaxTotalArrayItems = uint64_t{1} << 24;  // over all arrays of a file
 constexpr int kMaxArrayDepth = 8;                            // nesting of arrays in arrays
 constexpr uint32_t kMaxDims = 4;                             // ggml's GGML_MAX_DIMS
 constexpr uint64_t kMaxAlignment = uint64_t{1} << 30;

@@ -36,12 +36,6 @@ constexpr int kLanes = 16;  // weight rows per tile
 
 inline int min_int(int a, int b) { return a < b ? a : b; }
 
-inline int32_t load_i32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 // Weight rows of one tile: row L of the tile at rows[L] (rows past the end repeat the last one).
 struct Tile {
   const uint8_t* rows[kLanes];
@@ -102,28 +96,33 @@ inline __m512 gather_half(const Tile& t, int64_t off, int shift) {
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
 }
 
-inline __m512i bcast_acts(const int8_t* a) { return _mm512_set1_epi32(load_i32(a)); }
+// acc += dot4(w (u8), the 4 int8 values at a broadcast to every lane). The activations are
+// an embedded-broadcast memory operand (GCC does not fold the broadcast into vpdpbusd itself).
+inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* a) {
+  __asm__("vpdpbusd %[a]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [a] "m"(*reinterpret_cast<const int32_t*>(a)));
+  return acc;
+}
 
 // Integer dot products of one activation block (32 values at a) with the 8 transposed weight
 // vectors, starting from init. Two chains (even and odd k) for latency; integer sums are exact.
 inline __m512i block_dot(const __m512i* v, const int8_t* a, __m512i init) {
-  __m512i s0 = _mm512_dpbusd_epi32(init, v[0], bcast_acts(a));
-  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[1], bcast_acts(a + 4));
-  s0 = _mm512_dpbusd_epi32(s0, v[2], bcast_acts(a + 8));
-  s1 = _mm512_dpbusd_epi32(s1, v[3], bcast_acts(a + 12));
-  s0 = _mm512_dpbusd_epi32(s0, v[4], bcast_acts(a + 16));
-  s1 = _mm512_dpbusd_epi32(s1, v[5], bcast_acts(a + 20));
-  s0 = _mm512_dpbusd_epi32(s0, v[6], bcast_acts(a + 24));
-  s1 = _mm512_dpbusd_epi32(s1, v[7], bcast_acts(a + 28));
+  __m512i s0 = dpbusd_bcast(init, v[0], a);
+  __m512i s1 = dpbusd_bcast(_mm512_setzero_si512(), v[1], a + 4);
+  s0 = dpbusd_bcast(s0, v[2], a + 8);
+  s1 = dpbusd_bcast(s1, v[3], a + 12);
+  s0 = dpbusd_bcast(s0, v[4], a + 16);
+  s1 = dpbusd_bcast(s1, v[5], a + 20);
+  s0 = dpbusd_bcast(s0, v[6], a + 24);
+  s1 = dpbusd_bcast(s1, v[7], a + 28);
   return _mm512_add_epi32(s0, s1);
 }
 
 // Integer dot products of 16 activation values with 4 weight vectors (one group of 16).
 inline __m512i group_dot(const __m512i* v, const int8_t* a, __m512i init) {
-  __m512i s0 = _mm512_dpbusd_epi32(init, v[0], bcast_acts(a));
-  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[1], bcast_acts(a + 4));
-  s0 = _mm512_dpbusd_epi32(s0, v[2], bcast_acts(a + 8));
-  s1 = _mm512_dpbusd_epi32(s1, v[3], bcast_acts(a + 12));
+  __m512i s0 = dpbusd_bcast(init, v[0], a);
+  __m512i s1 = dpbusd_bcast(_mm512_setzero_si512(), v[1], a + 4);
+  s0 = dpbusd_bcast(s0, v[2], a + 8);
+  s1 = dpbusd_bcast(s1, v[3], a + 12);
   return _mm512_add_epi32(s0, s1);
 }
 

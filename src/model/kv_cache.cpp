@@ -1,19 +1,49 @@
 // model/kv_cache.cpp — per-sequence K/V storage with O(1) truncate and tree compaction.
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "specdec/error.h"
 #include "specdec/model.h"
+#include "specdec/sys_memory.h"
 
 namespace specdec {
+namespace {
+
+// n_kv_heads * head_dim without int overflow; 0 when out of range (rejected by the constructor).
+int checked_kv_dim(const ModelConfig& config) {
+  const int64_t kv_dim = int64_t{config.n_kv_heads} * int64_t{config.head_dim};
+  return kv_dim > 0 && kv_dim <= (int64_t{1} << 30) ? static_cast<int>(kv_dim) : 0;
+}
+
+// Refuses a cache that cannot fit in the memory still available, before allocating it (a user's
+// context length would otherwise end in an out-of-memory kill).
+void check_fits_in_memory(int n_layers, int n_ctx, int kv_dim) {
+  // K and V: 2 x (n_layers, n_ctx, kv_dim) floats; each factor < 2^31, so no overflow in 128 bits.
+  const unsigned __int128 n_bytes = static_cast<unsigned __int128>(2 * sizeof(float)) *
+                                    static_cast<uint64_t>(n_layers) * static_cast<uint64_t>(n_ctx) *
+                                    static_cast<uint64_t>(kv_dim);
+  const std::optional<uint64_t> available = available_memory_bytes();
+  if (!available || n_bytes <= *available) return;
+  const std::string needed = n_bytes > UINT64_MAX ? std::string("more than 16 EiB")
+                                                  : format_bytes(static_cast<uint64_t>(n_bytes));
+  throw Error("KV cache: a context of " + std::to_string(n_ctx) + " tokens needs " + needed +
+              " (2 x " + std::to_string(n_layers) + " layers x " + std::to_string(n_ctx) +
+              " positions x kv_dim " + std::to_string(kv_dim) + " x 4 bytes) but only " +
+              format_bytes(*available) + " of memory is available; use a smaller context length (--ctx-size)");
+}
+
+}  // namespace
 
 KvCache::KvCache(const ModelConfig& config, int n_ctx)
-    : n_layers_(config.n_layers), n_ctx_(n_ctx), kv_dim_(config.kv_dim()) {
+    : n_layers_(config.n_layers), n_ctx_(n_ctx), kv_dim_(checked_kv_dim(config)) {
   if (n_ctx <= 0) throw Error("KV cache: context length " + std::to_string(n_ctx) + " must be positive");
   if (n_layers_ <= 0 || kv_dim_ <= 0) {
     throw Error("KV cache: invalid model shape (n_layers " + std::to_string(n_layers_) + ", kv_dim " +
-                std::to_string(kv_dim_) + ")");
+                std::to_string(int64_t{config.n_kv_heads} * config.head_dim) + ")");
   }
+  check_fits_in_memory(n_layers_, n_ctx_, kv_dim_);
   const size_t n_floats = static_cast<size_t>(n_layers_) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(kv_dim_);
   k_.assign(n_floats, 0.0f);  // (n_layers, n_ctx, kv_dim)
   v_.assign(n_floats, 0.0f);  // (n_layers, n_ctx, kv_dim)

@@ -204,7 +204,7 @@ void HttpServer::handle_generation(Endpoint endpoint, const httplib::Request& re
     char line[512];
     std::snprintf(line, sizeof line,
                   "request %llu %s status %d: prompt %d tokens (%d cached), generated %d, finish %s%s | queue %.3f s, "
-                  "ttft %.3f s, decode %.3f s (%.1f tok/s) | spec %s: drafted %lld, accepted %lld (%.2f), "
+                  "ttft %.3f s, decode %.3f s (%.1f tok/s) | spec %s: drafted %lld, accepted %lld, acceptance %.2f, "
                   "%.2f tokens/pass",
                   static_cast<unsigned long long>(id), path, status, r.n_prompt, r.n_cached, r.n_generated,
                   r.finish_reason.c_str(), r.timed_out ? " (timed out)" : "", r.queue_seconds, r.ttft_seconds,

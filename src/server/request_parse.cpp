@@ -220,7 +220,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text, con
   json body;
   try {
     body = json::parse(body_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range 406 for a number like -1e30223
     throw bad("", std::string("invalid JSON body (must be UTF-8 JSON): ") + e.what());
   }
   if (!body.is_object()) throw bad("", "the request body must be a JSON object, got " + type_name(body));

@@ -32,6 +32,10 @@ void DraftLengthController::observe_verify(int n_rows, double seconds) {
   if (n_rows < 1 || static_cast<size_t>(n_rows) >= t_rows_.size() || !(seconds > 0.0)) return;
   double& t = t_rows_[static_cast<size_t>(n_rows)];
   long& n = n_obs_[static_cast<size_t>(n_rows)];
+  // On a loaded machine a forward is sometimes preempted: samples above kMaxOutlier times the
+  // current estimate (this row count's, or the line's for a first sample) are clipped to it.
+  const double reference = n > 0 ? t : (fit_valid_ ? row_seconds(n_rows) : 0.0);
+  if (reference > 0.0) seconds = std::min(seconds, kMaxOutlier * reference);
   // A plain average for the first observations, then an exponential moving average.
   const double weight = std::max(1.0 - kTimeDecay, 1.0 / static_cast<double>(n + 1));
   t = n == 0 ? seconds : t + weight * (seconds - t);
@@ -41,9 +45,15 @@ void DraftLengthController::observe_verify(int n_rows, double seconds) {
 
 void DraftLengthController::observe_draft(int n_tokens, double seconds) {
   if (!(seconds >= 0.0)) return;
-  const double per_token = seconds / std::max(1, n_tokens);
-  draft_token_seconds_ = has_draft_timing_ ? draft_token_seconds_ + 0.1 * (per_token - draft_token_seconds_)
-                                           : per_token;
+  double per_token = seconds / std::max(1, n_tokens);
+  if (n_draft_obs_ < kDraftWarmup) {
+    // The first proposals decide whether shadow drafts pay: their minimum ignores preemptions.
+    draft_token_seconds_ = n_draft_obs_ == 0 ? per_token : std::min(draft_token_seconds_, per_token);
+  } else {
+    per_token = std::min(per_token, kMaxOutlier * draft_token_seconds_);
+    draft_token_seconds_ += 0.1 * (per_token - draft_token_seconds_);
+  }
+  ++n_draft_obs_;
   has_draft_timing_ = true;
 }
 

@@ -36,7 +36,9 @@ class DraftLengthController {
   void observe_acceptance(int n_drafted, int n_accepted);
   // A target forward over n_rows rows took `seconds`.
   void observe_verify(int n_rows, double seconds);
-  // The drafter spent `seconds` proposing n_tokens tokens (n_tokens 0 counts as 1).
+  // The drafter spent `seconds` proposing n_tokens tokens (n_tokens 0 counts as 1). Timings are
+  // robust to preemption: the first kDraftWarmup are combined by their minimum, later ones (and
+  // verify timings) are clipped to kMaxOutlier times the current estimate.
   void observe_draft(int n_tokens, double seconds);
   // alpha_1 before any observation (default 0.5), in [0, 1].
   void set_prior(double alpha_1);
@@ -49,6 +51,8 @@ class DraftLengthController {
   double expected_tokens(int k) const;
   double c_draft() const;
   bool has_draft_timing() const { return has_draft_timing_; }
+  int n_draft_observations() const { return n_draft_obs_; }
+  static constexpr int kDraftWarmup = 3;        // the first draft timings are combined by their minimum
   // t(n_rows) / t(1): measured EMAs where present, otherwise a least-squares line through the
   // measured row counts (flat when only one count was measured), 1 when nothing is known.
   double verify_cost(int n_rows) const;
@@ -75,7 +79,9 @@ class DraftLengthController {
   std::vector<long> n_obs_;       // (max_rows + 1) observations of each row count
   double fit_a_ = 0.0, fit_b_ = 0.0;  // t(M) ~ fit_a_ + fit_b_ * M
   bool fit_valid_ = false;
+  static constexpr double kMaxOutlier = 3.0;  // timing samples are clipped to this times the estimate
   double draft_token_seconds_ = 0.0;  // EMA seconds per draft token
+  int n_draft_obs_ = 0;
   bool has_draft_timing_ = false;
 };
 

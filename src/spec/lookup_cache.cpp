@@ -221,6 +221,10 @@ void LookupCache::save(const std::string& path) const {
 LookupCache LookupCache::load(const std::string& path, int n_vocab, uint64_t vocab_fingerprint,
                               LookupCacheConfig config) {
   LookupCache cache(n_vocab, vocab_fingerprint, config);
+  // A directory opens as a stream whose size reads as huge (bad_alloc), a FIFO blocks: refuse both.
+  std::error_code type_error;
+  if (std::filesystem::exists(path, type_error) && !std::filesystem::is_regular_file(path, type_error))
+    throw Error("lookup cache: '" + path + "' is not a regular file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw Error("lookup cache: cannot open " + path + ": " + std::strerror(errno));
   const std::streamoff file_size = in.tellg();

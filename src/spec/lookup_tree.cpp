@@ -14,11 +14,15 @@ Draft PromptLookupDrafter::propose_tree(int n_max) {
   const std::vector<LookupMatch> matches = find_all(config_.tree_width);
   last_match_ = matches.empty() ? LookupMatch{} : matches.front();
   const int branch_depth = config_.tree_depth > 0 ? std::min(config_.tree_depth, n_max) : n_max;
+  const int n_matches = static_cast<int>(matches.size());
   for (const LookupMatch& match : matches) {
+    // The first (best) branch leaves at least one node for each other occurrence.
+    const int depth = &match == &matches.front() ? std::min(branch_depth, std::max(1, n_max - (n_matches - 1)))
+                                                 : branch_depth;
     const float confidence = float(match.match_length) / float(match.match_length + 1);
     if (confidence < p_min_) continue;
-    std::vector<Token> branch;  // (branch_depth) the tokens that followed this occurrence
-    continuation(match, branch_depth, branch);
+    std::vector<Token> branch;  // (depth) the tokens that followed this occurrence
+    continuation(match, depth, branch);
     int32_t at = -1;  // walk down the existing trie, then add the rest of the branch
     for (Token t : branch) {
       int32_t child = -1;

@@ -18,6 +18,7 @@ constexpr int kMaxTimedRows = 512;    // verify forwards larger than this are no
 constexpr int kShadowLength = 4;      // tokens per shadow draft (deeper positions follow the last)
 constexpr double kShadowCheap = 0.1;  // shadow drafts when one costs at most this many 1-row forwards
 constexpr int kMaxShadowBackoff = 8;  // at most this many plain steps between failing shadows
+constexpr int kExploreInterval = 48;  // no shadows: a 1-token draft after this many plain steps
 
 size_t common_prefix(std::span<const Token> a, std::span<const Token> b) {
   size_t n = 0;
@@ -88,6 +89,7 @@ void SpeculativeDecoder::begin(std::span<const Token> prompt, const SamplingPara
   if (drafter_) {
     if (!controller_->has_single_row_measurement()) probe_single_row();
     drafter_->begin(prompt);
+    drafter_seen_ = static_cast<int>(prompt.size());
   }
   stats_.prefill_seconds += now_seconds() - t0;
 }
@@ -116,21 +118,23 @@ int SpeculativeDecoder::choose_k(int n_max_new) {
   if (!drafter_ || k_cap <= 0) return 0;
   if (!config_.adaptive) return std::min(config_.draft_max, k_cap);
   if (config_.draft_max == 0) return 0;
-  if (!controller_->has_draft_timing()) {
-    // The first proposal is a shadow: it measures c_draft without paying for a verification.
+  const double shadow_cost = controller_->c_draft() * std::min(config_.draft_max, kShadowLength);
+  if (!controller_->has_draft_timing() ||
+      (controller_->n_draft_observations() < DraftLengthController::kDraftWarmup && shadow_cost <= 1.0)) {
+    // The first proposals are shadows: they measure c_draft without paying for verifications.
     want_shadow_ = shadow_.empty();
     return config_.draft_min > 0 ? std::min(config_.draft_min, k_cap) : 0;
   }
-  // Shadow drafts: decided from the measured cost of a shadow proposal (in 1-row forwards), with
-  // hysteresis so that timing noise does not flip the prior back and forth.
-  const double shadow_cost = controller_->c_draft() * std::min(config_.draft_max, kShadowLength);
+  // Shadow drafts when a shadow costs at most kShadowCheap 1-row forwards (they are spaced to stay
+  // within shadow_budget anyway); off again only when one costs a whole forward, so that timing
+  // noise does not flip the prior back and forth.
   const bool was_shadowing = shadow_mode_;
   if (!shadow_decided_) {
     shadow_mode_ = config_.shadow && shadow_cost <= kShadowCheap;
     shadow_decided_ = true;
-  } else if (shadow_mode_ && shadow_cost > 2.0 * kShadowCheap) {
+  } else if (shadow_mode_ && shadow_cost > 1.0) {
     shadow_mode_ = false;
-  } else if (!shadow_mode_ && config_.shadow && shadow_cost <= 0.5 * kShadowCheap) {
+  } else if (!shadow_mode_ && config_.shadow && shadow_cost <= kShadowCheap) {
     shadow_mode_ = true;
   }
   if (shadow_mode_ != was_shadowing || controller_->n_prior_sets() == 0) {
@@ -141,6 +145,9 @@ int SpeculativeDecoder::choose_k(int n_max_new) {
   int k = controller_->choose(config_.draft_min, config_.draft_max);
   if (k > config_.draft_min && steps_since_probe_ >= config_.probe_interval) {
     k = config_.draft_min;  // keep the 1-row timing fresh
+  }
+  if (k == 0 && !shadow_mode_ && steps_since_draft_ >= kExploreInterval) {
+    k = 1;  // without shadows, an occasional 1-token draft keeps the acceptance estimate fresh
   }
   if (k == 0 && shadow_mode_ && shadow_.empty()) {
     // Shadows cost about shadow_cost each: space them so they stay within shadow_budget per step,
@@ -156,10 +163,20 @@ int SpeculativeDecoder::choose_k(int n_max_new) {
   return std::min(k, k_cap);
 }
 
+int SpeculativeDecoder::draft_units(int n_proposed) {
+  // A proposal also catches the drafter up on the tokens committed since its last one (its
+  // tables, its cache): per-token cost = time / (proposed + caught-up tokens), so that rare
+  // proposals do not look expensive because they catch up on many tokens at once.
+  const int n = static_cast<int>(tokens_.size());
+  const int n_caught_up = std::max(0, n - drafter_seen_);
+  drafter_seen_ = n;
+  return std::max(1, n_proposed + n_caught_up);
+}
+
 void SpeculativeDecoder::start_shadow(int n_max) {
   const double t_draft = drafter_->draft_seconds();
   shadow_ = drafter_->propose(tokens_, n_max, sampling_);
-  controller_->observe_draft(shadow_.size(), drafter_->draft_seconds() - t_draft);
+  controller_->observe_draft(draft_units(shadow_.size()), drafter_->draft_seconds() - t_draft);
   validate_draft(shadow_);
   shadow_path_.clear();
   if (!shadow_.empty()) ++stats_.n_shadow_drafts;
@@ -220,7 +237,7 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
     shadow_path_.clear();
     const double t_draft = drafter_->draft_seconds();
     draft = drafter_->propose(tokens_, k, sampling_);
-    controller_->observe_draft(draft.size(), drafter_->draft_seconds() - t_draft);
+    controller_->observe_draft(draft_units(draft.size()), drafter_->draft_seconds() - t_draft);
     validate_draft(draft);
     if (draft.size() > k) {
       throw Error("drafter " + drafter_->name() + " proposed " + std::to_string(draft.size()) + " nodes, more than " +
@@ -254,6 +271,7 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
   const int n_rows = batch_.size();
   controller_->observe_verify(n_rows, forward_seconds);
   if (n_rows == 1) steps_since_probe_ = 0;
+  steps_since_draft_ = draft.empty() ? steps_since_draft_ + 1 : 0;
   ++stats_.n_target_passes;
   if (draft.size() > 0 && n_rows <= kMaxTimedRows) ++verify_rows_count_[static_cast<size_t>(n_rows)];
 

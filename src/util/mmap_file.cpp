@@ -13,7 +13,9 @@
 namespace specdec {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait forever for a writer; it changes nothing
+  // for the regular files that get past the check below.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -23,7 +25,13 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error("'" + path + "' is not a regular file");
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a pipe"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a file";
+    throw Error("'" + path + "' is " + kind + ", not a regular file");
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {

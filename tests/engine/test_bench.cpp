@@ -84,7 +84,10 @@ void expect_sane_curve(const CostCurve& c, int m_max, int context) {
     EXPECT_GT(c.seconds[m], 0.0) << "M = " << m + 1;
     EXPECT_GT(c.cost[m], 0.0) << "M = " << m + 1;
     EXPECT_DOUBLE_EQ(c.cost[m], c.seconds[m] / c.seconds[0]);
+    EXPECT_LE(c.min_seconds[m], c.seconds[m]) << "the fastest repeat is never slower than the median";
+    EXPECT_DOUBLE_EQ(c.min_cost[m], c.min_seconds[m] / c.min_seconds[0]);
   }
+  EXPECT_EQ(c.min_cost[0], 1.0);
 }
 
 TEST(BenchModel, ExpectedTokensMatchesTheGeometricSum) {
@@ -165,6 +168,7 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   expect_sane_curve(r.long_curve, 6, 128 - 6);  // 4096 capped by the model's context
   EXPECT_GT(r.weight_bytes, 0u);
   EXPECT_DOUBLE_EQ(r.decode_seconds, r.short_curve.seconds[0]);
+  EXPECT_DOUBLE_EQ(r.decode_min_seconds, r.short_curve.min_seconds[0]);
   EXPECT_GT(r.decode_tps, 0.0);
   EXPECT_GT(r.decode_tps_long, 0.0);
   EXPECT_GT(r.achieved_gbs, 0.0);

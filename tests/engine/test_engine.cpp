@@ -82,7 +82,9 @@ TEST(Engine, SpeculativeGreedyEqualsPlainForEveryModelFreeMethod) {
 
 TEST(Engine, MaxTokensAndStopStringsInsideAcceptedRuns) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
-  Engine engine(options_for(model, "lookup"));
+  EngineOptions o = options_for(model, "lookup");
+  o.spec.adaptive = false;  // draft every step: the adaptive rule drafts only when it pays
+  Engine engine(o);
   GenerateRequest request = greedy(kRepetitive, 40);
   request.speculative = false;
   auto plain = engine.generate(request);

@@ -265,3 +265,52 @@ TEST(NgramExactness, SamplingWithALookupDrafterKeepsTheTargetDistribution) {
 
 }  // namespace
 }  // namespace specdec
+
+namespace specdec {
+namespace {
+
+// Token trees from the real model-free drafters (several continuations per node, deterministic
+// children) under sampling: the first 3 tokens keep the target's exact distribution.
+TEST(NgramExactness, SamplingWithModelFreeTreesKeepsTheTargetDistribution) {
+  const auto& trio = testing::micro_trio();
+  auto target = testing::load_single_threaded(trio.target);
+  // A prompt with several different continuations of the same contexts, so trees branch.
+  const std::vector<Token> prompt{1, 3, 4, 5, 6, 3, 4, 7, 2, 3, 4, 5, 7, 6, 3, 4};
+  SamplingParams sampling;
+  sampling.temperature = 1.0f;
+  sampling.top_k = 0;
+  const int n_new = 3;
+  const std::vector<double> law = exact_sequence_law(*target, prompt, sampling, n_new);
+  NgramConfig nc;
+  nc.tree_width = 3;
+  PromptLookupConfig lc{1, 3};
+  lc.tree_width = 3;
+  lc.tree_depth = 3;
+  NgramDrafter ngram(nc);
+  PromptLookupDrafter lookup(lc);
+  const uint64_t seed = testing::test_seed("model-free tree sampling losslessness");
+  for (Drafter* drafter : {static_cast<Drafter*>(&ngram), static_cast<Drafter*>(&lookup)}) {
+    SpeculativeDecoder spec(*target, drafter, fixed_k(6));
+    const int64_t n_runs = 4000 / testing::sanitizer_slowdown();
+    std::vector<int64_t> counts(law.size(), 0);
+    for (int64_t run = 0; run < n_runs; ++run) {
+      sampling.seed = seed + static_cast<uint64_t>(run);
+      const std::vector<Token> out = generate(spec, prompt, sampling, n_new);
+      ASSERT_EQ(out.size(), static_cast<size_t>(n_new));
+      size_t index = 0;
+      for (Token t : out) index = index * 8 + static_cast<size_t>(t);
+      ++counts[index];
+    }
+    const SpecStats& s = spec.stats();
+    EXPECT_GT(s.n_tree_steps, n_runs / 4) << drafter->name() << ": the drafter should propose real trees";
+    EXPECT_GT(s.n_accepted, n_runs / 10) << drafter->name();
+    const auto [stat, df] = chi_square(counts, law, n_runs);
+    const double limit = chi_square_quantile(df, 4.0);
+    std::printf("[measure] %s sampling T=1: chi-square %.1f on %d df (limit %.1f), tree steps %lld, acceptance %.3f\n",
+                drafter->name().c_str(), stat, df, limit, static_cast<long long>(s.n_tree_steps), s.acceptance_rate());
+    EXPECT_LT(stat, limit) << drafter->name();
+  }
+}
+
+}  // namespace
+}  // namespace specdec

@@ -11,6 +11,7 @@
 #include "spec/draft_length.h"
 #include "spec/spec_models.h"
 #include "specdec/draft_model.h"
+#include "specdec/ngram.h"
 #include "specdec/error.h"
 #include "specdec/speculative.h"
 
@@ -309,6 +310,73 @@ TEST(DraftLength, VerifyCostFromALineWhenOneRowIsUnmeasured) {
   c.observe_verify(5, 5.0);
   EXPECT_NEAR(c.single_row_seconds(), 1.0, 1e-9);
   EXPECT_NEAR(c.verify_cost(5), 5.0, 1e-9);
+}
+
+TEST(DraftLength, PessimisticPriorDraftsOnlyOnEvidenceAndBacksOffFast) {
+  // Costs like stories260K's: verify_cost(M) = 0.4 + 0.6 M, a free drafter.
+  DraftLengthController c;
+  c.set_prior(0.0);
+  for (int m = 1; m <= 9; ++m) c.observe_verify(m, 0.4 + 0.6 * m);
+  c.observe_draft(4, 0.0);
+  EXPECT_EQ(c.choose(0, 8), 0) << "no evidence: no drafting";
+  int n_to_start = 0;
+  while (c.choose(0, 8) == 0 && n_to_start < 50) {
+    c.observe_acceptance(4, 4);  // repetitive text: shadows fully matched
+    ++n_to_start;
+  }
+  EXPECT_LE(n_to_start, 6) << "drafting must resume within a few matched shadows";
+  for (int i = 0; i < 30; ++i) c.observe_acceptance(8, 8);
+  const int k_high = c.choose(0, 8);
+  EXPECT_GE(k_high, 4);
+  int n_to_stop = 0;
+  while (c.choose(0, 8) > 0 && n_to_stop < 50) {
+    c.observe_acceptance(k_high, 0);  // the repetition ended
+    ++n_to_stop;
+  }
+  EXPECT_LE(n_to_stop, 6) << "drafting must stop within a few rejected drafts";
+  // With acceptance 0.2 (non-repetitive text) drafting never pays at these costs.
+  DraftLengthController low;
+  low.set_prior(0.0);
+  for (int m = 1; m <= 9; ++m) low.observe_verify(m, 0.4 + 0.6 * m);
+  for (int i = 0; i < 200; ++i) low.observe_acceptance(2, i % 5 == 0 ? 1 : 0);
+  EXPECT_EQ(low.choose(0, 8), 0);
+  // Timing outliers (a preempted forward) are clipped.
+  DraftLengthController noisy;
+  noisy.observe_verify(1, 1.0);
+  noisy.observe_verify(1, 100.0);
+  EXPECT_LE(noisy.single_row_seconds(), 2.0 + 1e-9);
+}
+
+TEST(SpeculativeAdaptive, ShadowDraftsObserveCheapDraftersOnly) {
+  const auto& trio = testing::tiny_trio();
+  auto target = testing::load_single_threaded(trio.target);
+  SpeculativeDecoder plain(*target, nullptr);
+  const std::vector<Token> base{1, 70, 71, 72};
+  const auto cont = generate(plain, base, greedy_params(), 30);
+  std::vector<Token> prompt = base;
+  prompt.insert(prompt.end(), cont.begin(), cont.end());
+  prompt.insert(prompt.end(), base.begin(), base.end());
+  const auto expected = generate(plain, prompt, greedy_params(), 60);
+  for (bool shadow : {true, false}) {
+    NgramDrafter ngram;
+    SpecConfig config;
+    config.shadow = shadow;
+    SpeculativeDecoder spec(*target, &ngram, config);
+    EXPECT_EQ(generate(spec, prompt, greedy_params(), 60), expected);
+    const SpecStats& s = spec.stats();
+    if (shadow) {
+      EXPECT_GT(s.n_shadow_drafts, 0);
+    } else {
+      EXPECT_LE(s.n_shadow_drafts, DraftLengthController::kDraftWarmup) << "only the timing warm-up";
+    }
+    EXPECT_EQ(s.drafted_by_pos.empty() ? 0 : s.drafted_by_pos[0], s.n_drafting_steps) << "shadows are not verified";
+  }
+  // A draft model as large as the target is far too expensive for shadows.
+  auto draft_model = testing::load_single_threaded(trio.noisy);
+  DraftModelDrafter drafter(*draft_model);
+  SpeculativeDecoder spec(*target, &drafter, SpecConfig{});
+  EXPECT_EQ(generate(spec, prompt, greedy_params(), 60), expected);
+  EXPECT_LE(spec.stats().n_shadow_drafts, DraftLengthController::kDraftWarmup);
 }
 
 TEST(SpeculativeStats, ReportsPassesAcceptanceAndCosts) {
