@@ -103,7 +103,7 @@ class Runner:
     def __init__(self, cli, tmp):
         self.cli, self.tmp, self.rows, self.failures = cli, tmp, [], 0
 
-    def run(self, kind, what, args, env=None, expect_ok=False, user=None):
+    def run(self, kind, what, args, env=None, expect_ok=False, user=None, note=""):
         cmd = [self.cli] + args
         shown = "specdec " + " ".join(a.replace(self.tmp, "$TMP") for a in args)
         full_env = dict(os.environ, **(env or {}))
@@ -129,6 +129,8 @@ class Runner:
         message = message.replace(self.tmp, "$TMP").replace("|", "\\|")
         if len(message) > 300:
             message = message[:297] + "..."
+        if note:
+            message = note + " — " + message
         self.rows.append((kind, what, "`" + shown.replace("|", "\\|") + "`", str(rc) + ("" if ok else " UNEXPECTED"),
                           message))
 
@@ -216,11 +218,17 @@ def main():
         # ---- command line
         if os.path.exists(stories):
             g = ["generate", "-m", stories, "-p", "Once upon a time"]
+            # Accepted on purpose (llama.cpp's meaning): top-p >= 1 and top-k <= 0 switch the filter off,
+            # draft-max 0 drafts nothing.
+            for what, extra, note in [("top-p 2", ["--top-p", "2", "-n", "4"], "accepted: top-p >= 1 means off"),
+                                      ("top-k -3", ["--top-k", "-3", "-n", "4"], "accepted: top-k <= 0 means off"),
+                                      ("draft-max 0", ["--draft-max", "0", "-n", "4"], "accepted: no drafting")]:
+                r.run("CLI", what, g + extra, expect_ok=True, note=note)
             for what, extra in [("-n 0", ["-n", "0"]), ("context larger than the model's", ["-c", "100000"]),
                                 ("negative context", ["-c", "-5"]), ("negative threads", ["-t", "-1"]),
-                                ("negative temperature", ["--temp", "-1"]), ("top-p 2", ["--top-p", "2"]),
-                                ("top-k -3", ["--top-k", "-3"]), ("unknown --spec method", ["--spec", "magic"]),
-                                ("draft-max 0", ["--draft-max", "0"]), ("draft-min > draft-max", ["--draft-min", "9", "--draft-max", "2"]),
+                                ("negative temperature", ["--temp", "-1"]), ("top-p 0", ["--top-p", "0"]),
+                                ("unknown --spec method", ["--spec", "magic"]),
+                                ("draft-min > draft-max", ["--draft-min", "9", "--draft-max", "2"]),
                                 ("lenience 0", ["--lenience", "0"]), ("unknown flag", ["--frobnicate"]),
                                 ("both --prompt and --file", ["-f", os.path.join(tmp, "nope.txt")]),
                                 ("lookup cache is a directory", ["--lookup-cache", tmp]),

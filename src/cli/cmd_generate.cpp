@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -70,6 +71,10 @@ void run_generate(const GenerateArgs& args) {
   Engine engine(options);
   GenerateRequest request;
   if (!args.prompt_file.empty()) {
+    // A directory opens as an empty stream: it would silently become an empty prompt.
+    std::error_code ignored;
+    if (std::filesystem::is_directory(args.prompt_file, ignored))
+      throw Error("prompt file '" + args.prompt_file + "' is a directory");
     std::ifstream in(args.prompt_file, std::ios::binary);
     if (!in) throw Error("cannot read prompt file '" + args.prompt_file + "'");
     std::stringstream ss;

@@ -131,8 +131,8 @@ class ValueReader {
     // Validate the count before reserving: every element needs at least min_size bytes.
     if (count > kMaxArrayLength)
       cur_.fail("array " + what + " at offset " + std::to_string(count_at) + " claims " +
-                std::to_string(count) + " elements, more than the limit of " +
-                std::to_string(kMaxArrayLength));
+                std::to_string(count) + " elements of type " + gguf_value_type_name(arr->elem_type) +
+                ", more than the limit of " + std::to_string(kMaxArrayLength));
     if (min_size > 0 && count > cur_.remaining() / min_size)
       cur_.fail("array " + what + " at offset " + std::to_string(count_at) + " claims " +
                 std::to_string(count) + " elements of type " +

@@ -34,7 +34,7 @@ std::vector<uint8_t> u8_array_file(uint64_t count) {
 
 TEST(GgufMemoryLimits, ArrayLongerThan2To24IsRefusedBeforeAllocating) {
   const std::string msg = parse_error(u8_array_file((uint64_t{1} << 24) + 1));
-  EXPECT_NE(msg.find("claims 16777217 elements, more than the limit of 16777216"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("claims 16777217 elements of type U8, more than the limit of 16777216"), std::string::npos) << msg;
 }
 
 TEST(GgufMemoryLimits, TotalItemsOverAllArraysAreCapped) {

@@ -12,7 +12,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402  (after the OpenMP setting)
 
 TRAIN_DIR = os.path.dirname(os.path.abspath(__file__))
-WORK_DIR = os.path.join(TRAIN_DIR, "work")
+# SPECDEC_TRAIN_WORK moves the work folder (corpus, checkpoints, exports) out of the checkout,
+# so training state survives a fresh checkout of the repository.
+WORK_DIR = os.environ.get("SPECDEC_TRAIN_WORK") or os.path.join(TRAIN_DIR, "work")
 
 # SentencePiece trains on lines ("sentences") that cannot contain "\n". We replace every
 # newline with this private-use character while training and encoding, so the tokenizer

@@ -7,7 +7,7 @@ set -e
 cd "$(dirname "$0")/../.."
 PY=/usr/bin/python3
 T=tools/train
-W=$T/work
+W=${SPECDEC_TRAIN_WORK:-$T/work}
 mkdir -p "$W"
 [ -f $W/corpus/manifest.json ] || $PY $T/prepare_corpus.py
 [ -f $W/data/val_index.json ] || $PY $T/train_tokenizer.py
