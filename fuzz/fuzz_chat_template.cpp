@@ -60,10 +60,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const ChatTemplateError&) {
     return 0;
   }
-  // Every family prints the content (possibly stripped) of each system/user/assistant message it
-  // accepts; like the reference templates, some silently skip other roles.
+  // Every family prints the content (possibly stripped) of each user/assistant message it accepts;
+  // like the reference templates, some silently skip other roles, and some (Llama 2, Mistral)
+  // print the system prompt inside a user turn, so only when there is one.
+  bool has_user = false;
+  for (const ChatMessage& m : messages) has_user = has_user || m.role == "user";
   for (const ChatMessage& m : messages) {
-    if (m.role != "system" && m.role != "user" && m.role != "assistant") continue;
+    const bool checked = m.role == "user" || m.role == "assistant" || (m.role == "system" && has_user);
+    if (!checked) continue;
     const std::string core = python_strip(m.content);
     FUZZ_PROPERTY(text.find(core) != std::string::npos,
                   std::string(chat_family_name(family)) + ": content of a '" + m.role + "' message is missing");

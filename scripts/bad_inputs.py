@@ -3,7 +3,7 @@
 
   scripts/bad_inputs.py [--cli build/specdec] [--fixtures ../shared/fixtures] [--out FILE]
 
-Each row: what the input is, the command, the exit status and the first line of stderr. An input
+Paths are shown as $TMP (the temporary folder) and $FIXTURES. Each row: what the input is, the command, the exit status and the first line of stderr. An input
 is handled when the CLI exits with status 1 or 2 (an error message, no crash) within 20 s; a
 signal (crash), a timeout (hang) or status 0 (bad input accepted) is marked UNEXPECTED and makes
 the script exit 1. docs/SECURITY.md holds the table of the last run.
@@ -252,7 +252,7 @@ def main():
             r.run("CLI", "unknown subcommand", ["frobnicate"])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    table = r.table()
+    table = r.table().replace(fx, "$FIXTURES")
     if args.out:
         open(args.out, "w").write(table + "\n")
     print(table)

@@ -23,6 +23,7 @@ namespace specdec {
 
 class Drafter;
 class DraftModelDrafter;
+class LookupCache;
 
 struct EngineOptions {
   std::string model_path;                // target GGUF (required)
@@ -91,6 +92,12 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   // Saves the persistent lookup cache (no-op without --lookup-cache). Throws Error on I/O failure.
   void save_lookup_cache();
+
+  // A new drafter for `method` (nullptr for None), built the way the engine builds its own:
+  // the draft model loaded at start-up (Error naming the method when there is none), the
+  // tree options, the lookup options and the persistent cache `cache` (may be null). Server
+  // slots call this to get one drafter per slot and method. Cost: O(1) plus the drafter's caches.
+  std::unique_ptr<Drafter> make_drafter(SpecMethod method, std::shared_ptr<LookupCache> cache = nullptr);
 
  private:
   SpeculativeDecoder& decoder_for(bool speculative);

@@ -57,16 +57,32 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   }
   auto cache = lookup_cache_ ? lookup_cache_->cache() : nullptr;
 
+  if (needs_draft) {
+    draft_model_ = Transformer::load(options.draft_path, model_options);
+    auto draft_tokenizer = Tokenizer::from_gguf(draft_model_->gguf());
+    check_vocab_compatible(VocabView::of(*tokenizer_), VocabView::of(*draft_tokenizer));
+  }
+  drafter_ = make_drafter(method_, cache);
+  if (drafter_) drafter_->set_p_min(options.spec.draft_p_min);
+  SpecConfig spec = options.spec;
+  if (tree) spec.draft_max = std::max(spec.draft_min, tree_nodes);
+  options_.spec = spec;
+  spec_decoder_ = std::make_unique<SpeculativeDecoder>(*target_, drafter_.get(), spec, n_ctx_);
+}
+
+std::unique_ptr<Drafter> Engine::make_drafter(SpecMethod method, std::shared_ptr<LookupCache> cache) {
+  const EngineOptions& options = options_;
+  const bool tree = method == SpecMethod::Tree || options.tree_nodes > 0;
+  const int tree_nodes = options.tree_nodes > 0 ? options.tree_nodes : options.spec.draft_max;
   ModelFreeOptions model_free = options.model_free;
   if (tree) {
     model_free.tree_width = std::max(2, options.tree_width);
     model_free.tree_depth = options.tree_depth;
   }
-  std::unique_ptr<Drafter> model_drafter;
-  if (needs_draft) {
-    draft_model_ = Transformer::load(options.draft_path, model_options);
-    auto draft_tokenizer = Tokenizer::from_gguf(draft_model_->gguf());
-    check_vocab_compatible(VocabView::of(*tokenizer_), VocabView::of(*draft_tokenizer));
+  auto draft_model_drafter = [&]() -> std::unique_ptr<Drafter> {
+    if (!draft_model_)
+      throw Error(std::string("speculative method ") + spec_method_name(method) +
+                  " needs a draft model (-md DRAFT.gguf)");
     DraftModelOptions draft_options;
     draft_options.n_ctx = std::min(n_ctx_, draft_model_->config().n_ctx_train);
     draft_options.n_vocab_target = target_->config().n_vocab;
@@ -74,29 +90,26 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     draft_options.tree_width = options.tree_width;
     draft_options.tree_depth = options.tree_depth;
     if (tree) draft_options.tree_rule = ChildRule::WithoutReplacement;
-    model_drafter = std::make_unique<DraftModelDrafter>(*draft_model_, draft_options);
-  }
-  switch (method_) {
-    case SpecMethod::None: break;
-    case SpecMethod::Draft: drafter_ = std::move(model_drafter); break;
+    return std::make_unique<DraftModelDrafter>(*draft_model_, draft_options);
+  };
+  std::unique_ptr<Drafter> drafter;
+  switch (method) {
+    case SpecMethod::None: return nullptr;
+    case SpecMethod::Draft: drafter = draft_model_drafter(); break;
     case SpecMethod::Tree:
-      if (model_drafter) {
-        drafter_ = std::move(model_drafter);
+      if (draft_model_) {
+        drafter = draft_model_drafter();
         break;
       }
       [[fallthrough]];
     case SpecMethod::Ngram:
-    case SpecMethod::Lookup: drafter_ = make_model_free_drafter(method_, model_free, cache); break;
+    case SpecMethod::Lookup: drafter = make_model_free_drafter(method, model_free, cache); break;
     case SpecMethod::Hybrid:
-      drafter_ = std::make_unique<HybridDrafter>(make_model_free_drafter(SpecMethod::Lookup, model_free, cache),
-                                                 std::move(model_drafter), options.model_free.hybrid);
+      drafter = std::make_unique<HybridDrafter>(make_model_free_drafter(SpecMethod::Lookup, model_free, cache),
+                                                draft_model_drafter(), options.model_free.hybrid);
       break;
   }
-  if (drafter_) drafter_->set_p_min(options.spec.draft_p_min);
-  SpecConfig spec = options.spec;
-  if (tree) spec.draft_max = std::max(spec.draft_min, tree_nodes);
-  options_.spec = spec;
-  spec_decoder_ = std::make_unique<SpeculativeDecoder>(*target_, drafter_.get(), spec, n_ctx_);
+  return drafter;
 }
 
 Engine::~Engine() = default;

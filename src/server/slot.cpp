@@ -8,9 +8,7 @@
 #include <numeric>
 
 #include "specdec/acceptance.h"
-#include "specdec/draft_model.h"
 #include "specdec/error.h"
-#include "specdec/hybrid_drafter.h"
 #include "specdec/timer.h"
 
 namespace specdec::server {
@@ -43,44 +41,7 @@ Drafter* Slot::drafter_for(SpecMethod method) {
   if (method == SpecMethod::None) return nullptr;
   auto& drafter = drafters_[method];
   if (drafter) return drafter.get();
-  // The same choices as the Engine constructor makes for its one drafter (engine.cpp).
-  const EngineOptions& options = engine_.options();
-  const bool tree = method == SpecMethod::Tree || options.tree_nodes > 0;
-  ModelFreeOptions model_free = options.model_free;
-  if (tree) {
-    model_free.tree_width = std::max(2, options.tree_width);
-    model_free.tree_depth = options.tree_depth;
-  }
-  auto draft_model_drafter = [&]() -> std::unique_ptr<Drafter> {
-    Transformer* draft_model = engine_.draft_model();
-    if (!draft_model)
-      throw Error(std::string("speculative method ") + spec_method_name(method) +
-                  " needs a draft model (start the server with -md DRAFT.gguf)");
-    DraftModelOptions draft_options;
-    draft_options.n_ctx = std::min(engine_.n_ctx(), draft_model->config().n_ctx_train);
-    draft_options.n_vocab_target = target_.config().n_vocab;
-    draft_options.tree_nodes = tree ? (options.tree_nodes > 0 ? options.tree_nodes : options.spec.draft_max) : 0;
-    draft_options.tree_width = options.tree_width;
-    draft_options.tree_depth = options.tree_depth;
-    if (tree) draft_options.tree_rule = ChildRule::WithoutReplacement;
-    return std::make_unique<DraftModelDrafter>(*draft_model, draft_options);
-  };
-  switch (method) {
-    case SpecMethod::None: return nullptr;
-    case SpecMethod::Draft: drafter = draft_model_drafter(); break;
-    case SpecMethod::Tree:
-      if (engine_.draft_model()) {
-        drafter = draft_model_drafter();
-        break;
-      }
-      [[fallthrough]];
-    case SpecMethod::Ngram:
-    case SpecMethod::Lookup: drafter = make_model_free_drafter(method, model_free); break;
-    case SpecMethod::Hybrid:
-      drafter = std::make_unique<HybridDrafter>(make_model_free_drafter(SpecMethod::Lookup, model_free),
-                                                draft_model_drafter(), options.model_free.hybrid);
-      break;
-  }
+  drafter = engine_.make_drafter(method);
   return drafter.get();
 }
 
