@@ -61,12 +61,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   // Every family prints the content (possibly stripped) of each user/assistant message it accepts;
-  // like the reference templates, some silently skip other roles, and some (Llama 2, Mistral)
-  // print the system prompt inside a user turn, so only when there is one.
+  // like the reference templates, some silently skip other roles and system messages after the
+  // first, and some (Llama 2, Mistral) print the system prompt inside a user turn, so a leading
+  // system message is checked only when a user turn follows.
   bool has_user = false;
   for (const ChatMessage& m : messages) has_user = has_user || m.role == "user";
-  for (const ChatMessage& m : messages) {
-    const bool checked = m.role == "user" || m.role == "assistant" || (m.role == "system" && has_user);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const bool checked = m.role == "user" || m.role == "assistant" || (m.role == "system" && i == 0 && has_user);
     if (!checked) continue;
     const std::string core = python_strip(m.content);
     FUZZ_PROPERTY(text.find(core) != std::string::npos,

@@ -5,36 +5,12 @@
 
 #include "specdec/engine.h"
 #include "specdec/error.h"
+#include "specdec/text_stream.h"
 #include "specdec/timer.h"
 
 namespace specdec {
 
 namespace {
-
-// Length of the longest suffix of `text` that is a proper prefix of some stop string: that
-// much text must not be released yet. Cost: O(sum of stop lengths^2) worst case (tiny).
-size_t held_back(const std::string& text, const std::vector<std::string>& stops) {
-  size_t hold = 0;
-  for (const auto& stop : stops) {
-    for (size_t k = std::min(stop.size() - 1, text.size()); k > hold; --k) {
-      if (text.compare(text.size() - k, k, stop, 0, k) == 0) {
-        hold = k;
-        break;
-      }
-    }
-  }
-  return hold;
-}
-
-// Earliest occurrence of any stop string in text at or after `from`; npos when none.
-size_t find_stop(const std::string& text, const std::vector<std::string>& stops, size_t from) {
-  size_t best = std::string::npos;
-  for (const auto& stop : stops) {
-    size_t pos = text.find(stop, from);
-    if (pos < best) best = pos;
-  }
-  return best;
-}
 
 TokenOrigin origin_of(const StepInfo& step, size_t index, size_t n_emitted) {
   if (step.n_drafted == 0) return TokenOrigin::Plain;
@@ -73,28 +49,20 @@ GenerateResult Engine::generate(const GenerateRequest& request, const StreamCall
   result.n_cached_prompt_tokens =
       std::max<int>(0, result.n_prompt_tokens - 1 - static_cast<int>(decoder.stats().n_prefill_tokens));
 
-  size_t max_stop = 0;
-  for (const auto& stop : request.stop) max_stop = std::max(max_stop, stop.size());
-
-  StreamingDetokenizer detok(*tokenizer_);
   // Generated text continues the prompt: keep the leading space of the first generated word
   // unless the prompt has no text at all (only BOS).
-  for (Token t : prompt)
-    if (!tokenizer_->token_to_piece(t).empty()) {
-      detok.resume();
-      break;
-    }
-  std::string& text = result.text;  // all complete generated text so far
-  size_t released = 0;
-  bool finished = false, cancelled = false, stop_string = false;
-  auto release = [&](size_t upto, TokenOrigin origin) {
-    if (upto <= released) return;
-    if (on_piece && !on_piece(StreamPiece{std::string_view(text).substr(released, upto - released), origin}))
-      cancelled = true;
-    released = upto;
+  bool resume = false;
+  for (Token t : prompt) resume = resume || !tokenizer_->token_to_piece(t).empty();
+  TextStream text(*tokenizer_, request.stop, resume);
+  std::string released;  // text that became final with the last token
+  bool cancelled = false;
+  auto emit = [&](TokenOrigin origin) {
+    if (!released.empty() && on_piece && !on_piece(StreamPiece{released, origin})) cancelled = true;
+    released.clear();
   };
 
   int n_generated = 0;
+  bool finished = false;
   while (!finished && !cancelled) {
     if (decoder.remaining() <= 0) {
       result.finish = FinishReason::ContextFull;
@@ -105,46 +73,32 @@ GenerateResult Engine::generate(const GenerateRequest& request, const StreamCall
     const StepInfo& step = decoder.last_step();
     size_t n_kept = emitted.size();
     for (size_t i = 0; i < emitted.size(); ++i) {
-      const Token token = emitted[i];
-      const TokenOrigin origin = origin_of(step, i, emitted.size());
-      result.tokens.push_back(token);
+      result.tokens.push_back(emitted[i]);
       ++n_generated;
-      if (tokenizer_->is_end_of_generation(token)) {
+      if (text.push(emitted[i], &released)) {  // end-of-generation token or stop string
         result.finish = FinishReason::Stop;
         finished = true;
-      } else {
-        const size_t before = text.size();
-        text += detok.push(token);
-        if (max_stop > 0) {
-          const size_t from = before >= max_stop ? before - max_stop + 1 : 0;
-          const size_t pos = find_stop(text, request.stop, from);
-          if (pos != std::string::npos) {
-            text.resize(pos);
-            result.finish = FinishReason::Stop;
-            finished = stop_string = true;
-          }
-        }
-        if (!stop_string) release(text.size() - held_back(text, request.stop), origin);
-      }
-      if (!finished && n_generated >= request.max_tokens) {
+      } else if (n_generated >= request.max_tokens) {
         result.finish = FinishReason::Length;
         finished = true;
       }
+      emit(origin_of(step, i, emitted.size()));
       if (finished || cancelled) {
         n_kept = i + 1;
         break;
       }
     }
+    // A stop inside an accepted run: the committed sequence ends at the stopping token.
     if (n_kept < emitted.size())
       decoder.rollback(static_cast<int>(decoder.tokens().size() - (emitted.size() - n_kept)));
   }
-  if (cancelled) result.finish = FinishReason::Cancelled;
-  if (!stop_string && !cancelled) {
-    text += detok.flush();
-    release(text.size(), TokenOrigin::Plain);
-  } else if (stop_string) {
-    release(text.size(), TokenOrigin::Plain);  // text before the stop string
+  if (cancelled) {
+    result.finish = FinishReason::Cancelled;
+  } else {
+    text.finish(&released);  // held-back text and invalid UTF-8 tails, unless a stop string ended it
+    emit(TokenOrigin::Plain);
   }
+  result.text = text.text();
   result.decode_seconds = now_seconds() - t1;
   result.stats = decoder.stats();
   return result;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "server/job.h"
-#include "server/text_stream.h"
+#include "specdec/text_stream.h"
 #include "specdec/drafter.h"
 #include "specdec/engine.h"
 #include "specdec/model.h"

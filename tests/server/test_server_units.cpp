@@ -3,7 +3,7 @@
 
 #include "common/testing.h"
 #include "server/load_aware_k.h"
-#include "server/text_stream.h"
+#include "specdec/text_stream.h"
 #include "specdec/gguf.h"
 #include "specdec/tokenizer.h"
 

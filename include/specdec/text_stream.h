@@ -1,4 +1,4 @@
-// server/text_stream.h — generated tokens -> released text, as Engine::generate does it:
+// specdec/text_stream.h — generated tokens -> released text (Engine::generate and the server):
 // UTF-8-safe detokenization, end-of-generation tokens, stop strings cut out of the text, and
 // text that may be the start of a stop string held back until it is decided.
 #pragma once
@@ -8,7 +8,7 @@
 
 #include "specdec/tokenizer.h"
 
-namespace specdec::server {
+namespace specdec {
 
 class TextStream {
  public:
@@ -38,4 +38,4 @@ class TextStream {
   bool stopped_ = false;
 };
 
-}  // namespace specdec::server
+}  // namespace specdec

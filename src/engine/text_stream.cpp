@@ -1,9 +1,9 @@
-// server/text_stream.cpp — see text_stream.h.
-#include "server/text_stream.h"
+// engine/text_stream.cpp — see specdec/text_stream.h.
+#include "specdec/text_stream.h"
 
 #include <algorithm>
 
-namespace specdec::server {
+namespace specdec {
 
 namespace {
 
@@ -61,4 +61,4 @@ void TextStream::finish(std::string* released) {
   release(text_.size(), released);
 }
 
-}  // namespace specdec::server
+}  // namespace specdec
