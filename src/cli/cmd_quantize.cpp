@@ -13,20 +13,10 @@
 #include "cli/commands.h"
 #include "specdec/make_model.h"
 #include "specdec/thread_pool.h"
+#include "cli/progress.h"
 
 namespace specdec::cli {
 namespace {
-
-// Progress on one rewritten line when stderr is a terminal; silent otherwise.
-ModelFileProgress progress_printer() {
-  if (!::isatty(::fileno(stderr))) return nullptr;
-  return [](size_t done, size_t total, const std::string& name) {
-    std::fprintf(stderr, "\r[%zu/%zu] %-40s", done, total, name.c_str());
-    std::fflush(stderr);
-  };
-}
-
-const char* clear_line() { return ::isatty(::fileno(stderr)) ? "\r\033[K" : ""; }
 
 struct QuantizeOptions {
   std::string input, output, type;
