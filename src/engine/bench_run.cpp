@@ -305,8 +305,10 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   }
 
   // 3. Memory while the mappings and caches above exist.
-  r.memory.peak_rss_bytes = peak_rss_bytes();
+  // RSS first: the high-water mark only grows, so reading it second keeps peak >= rss even
+  // when an allocation lands between the two reads of /proc/self/status.
   r.memory.rss_bytes = current_rss_bytes();
+  r.memory.peak_rss_bytes = peak_rss_bytes();
 
   // 4. Bandwidth on the same threads, then release the models.
   if (o.bandwidth_bytes > 0) {

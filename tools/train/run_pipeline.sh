@@ -3,6 +3,7 @@
 # Each stage skips what is done and train.py resumes from its checkpoint, so a later session
 # continues with the same command (run from the repository root):
 #   nohup nice -n 19 tools/train/run_pipeline.sh >>tools/train/work/pipeline.out 2>&1 &
+# SPECDEC_TARGET_STEPS / SPECDEC_DRAFT_STEPS override train.py's --max-steps (1600 / 1200).
 set -e
 cd "$(dirname "$0")/../.."
 PY=/usr/bin/python3
@@ -11,8 +12,8 @@ W=${SPECDEC_TRAIN_WORK:-$T/work}
 mkdir -p "$W"
 [ -f $W/corpus/manifest.json ] || $PY $T/prepare_corpus.py
 [ -f $W/data/val_index.json ] || $PY $T/train_tokenizer.py
-$PY $T/train.py --mode target
-$PY $T/train.py --mode distill
+$PY $T/train.py --mode target ${SPECDEC_TARGET_STEPS:+--max-steps $SPECDEC_TARGET_STEPS}
+$PY $T/train.py --mode distill ${SPECDEC_DRAFT_STEPS:+--max-steps $SPECDEC_DRAFT_STEPS}
 mkdir -p $W/export
 for type in f16 q8_0; do
   $PY $T/export_gguf.py --ckpt $W/target/final.pt --out $W/export/target-$type.gguf --type $type --name specdec-demo-target
