@@ -11,7 +11,7 @@
 # Corpora grow across runs in $SPECDEC_FUZZ_BUILD/fuzz-work/corpus/<target>; seeds come from
 # fuzz/seeds/<target> (hand-made, committed) and from the fixtures (copied at run time).
 # Crashes, leaks and timeouts are written to fuzz-work/artifacts/ and make the script fail.
-# Needs: clang, libclang-rt-14-dev (libFuzzer), python3 (seed generation).
+# Needs: clang, libclang-rt-14-dev (libFuzzer): `scripts/install-deps.sh --fuzz`; python3 (seed generation).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}

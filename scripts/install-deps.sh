@@ -2,6 +2,8 @@
 # Installs everything specdec needs to build, test and benchmark, from Debian 12 packages
 # (and npm, pinned by tests/clients/package-lock.json, for the JavaScript API test client).
 # Run as root (or with sudo). Idempotent. Nothing is downloaded at build or run time.
+#   scripts/install-deps.sh          build, tests, benchmarks, sanitizers (gcc)
+#   scripts/install-deps.sh --fuzz   also clang + libFuzzer for scripts/fuzz.sh
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
@@ -11,9 +13,13 @@ packages=(
   build-essential cmake pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libhwy-dev
-  clang libclang-rt-14-dev      # libFuzzer and sanitizer runtimes
   curl                          # streaming tests against the server
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  packages+=(clang libclang-rt-14-dev)  # libFuzzer (scripts/fuzz.sh); not needed by CI
+elif [ -n "${1:-}" ]; then
+  echo "usage: $0 [--fuzz]" >&2; exit 2
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

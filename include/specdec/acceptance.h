@@ -44,6 +44,7 @@ enum class PlantedBug : uint8_t {
   QRecomputedAfter,      // drafter: q of node i recorded from the draft row after node i (one row late)
   TransformOnPOnly,      // drafter: tokens drawn from the transformed q, but q recorded without the transform
   NoQRenormalise,        // without replacement: q after removing a rejected child is not renormalised
+  DeterministicAsSampled,  // drafter (Medusa): top-k children recorded with q and a sampling rule
 };
 
 struct AcceptOptions {

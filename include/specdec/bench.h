@@ -48,6 +48,13 @@ struct BenchOptions {
   double simulate_c_draft = -1.0;      // < 0: measured (draft forward ratio) or 0 (model-free)
   int simulate_k_max = 8;              // capped at m_max - 1
   int simulate_loop_tokens = 0;        // > 0: also run the forced-acceptance decode loop
+  // SIMULATION for token trees (issue 9): chain vs tree at each node budget, per profile
+  // (see simulate_tree_vs_chain). Budgets are capped at m_max - 1.
+  std::vector<std::vector<double>> simulate_tree_profiles;
+  std::vector<int> simulate_tree_nodes = {8, 16};
+  // End to end with a tree drafter (--spec tree / tree_nodes > 0): also run the same draft
+  // model as a chain of the same node budget (draft_max = tree nodes), in the same run.
+  bool compare_chain = false;
 
   static SamplingParams greedy_sampling() {
     SamplingParams p;
@@ -112,6 +119,44 @@ struct Simulation {
   int best_k_short = 0, best_k_long = 0;
 };
 
+// SIMULATION for token trees under a positional acceptance model (Sequoia-style): at every
+// node, the r-th most probable child (r = 0..W-1) is the one accepted with probability
+// profile[r] (mutually exclusive, sum <= 1), whatever the path above it.
+struct SimTree {
+  std::vector<int> parent;     // (n_nodes) -1: child of the root
+  std::vector<int> rank;       // (n_nodes) r: the node is its parent's r-th child
+  std::vector<double> value;   // (n_nodes) probability that the node is accepted (product along the path)
+  int depth = 0;               // levels (0 for an empty tree)
+  int root_children = 0;
+  // E[tokens per target pass] = 1 + sum of value (accepted nodes + the bonus/correction).
+  double expected_tokens() const;
+};
+// The tree of n_nodes maximising E[tokens] under `profile` (best-first: each step adds the
+// candidate child of largest value; ties: shallower, then earlier); optimal when the profile
+// does not increase. A chain of n_nodes is best_first_tree({alpha}, n_nodes). Requires profile
+// entries in [0, 1] with sum <= 1 (Error naming the value), n_nodes >= 0. Cost: O(n log n).
+SimTree best_first_tree(const std::vector<double>& profile, int n_nodes);
+
+struct TreeSimPoint {
+  int nodes = 0;                       // the node budget N (= the chain's K)
+  double chain_tokens = 0, tree_tokens = 0;   // E[tokens per target pass]
+  int tree_depth = 0, tree_root_children = 0;
+  double verify_cost = 0;              // c(N + 1), short context
+  double chain_speedup = 0, tree_speedup = 0;  // E / (draft forwards * c_draft + c(N + 1))
+  double chain_tps = 0, tree_tps = 0;  // decode tok/s * speedup
+};
+struct TreeSimulation {
+  std::vector<double> profile;
+  double c_draft = 0;
+  std::string c_draft_source;
+  std::vector<TreeSimPoint> points;
+};
+// The chain of N nodes (acceptance profile[0] per position, N draft forwards) against the
+// best-first tree of N nodes (one draft forward per level), both verified in one target
+// forward of N + 1 rows costing c(N + 1) from `curve`. Requires curve.cost.size() > every N.
+TreeSimulation simulate_tree_vs_chain(const std::vector<double>& profile, const std::vector<int>& nodes, double c_draft,
+                                      const std::string& c_draft_source, const CostCurve& curve, double decode_tps);
+
 struct BenchReport {
   // Run context
   std::string model_path, model_name, isa;
@@ -145,6 +190,8 @@ struct BenchReport {
   double c_draft_forward = 0;       // draft_decode_seconds / decode_seconds
 
   EndToEndReport end_to_end;        // drafter empty when not run
+  EndToEndReport end_to_end_chain;  // BenchOptions::compare_chain: the chain at the tree's budget
+  std::vector<TreeSimulation> tree_simulations;
   std::vector<Simulation> simulations;
   int simulate_loop_tokens = 0;
 };

@@ -2,7 +2,9 @@
 // trees (issue 9), and the vocabulary check between draft and target.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,9 +67,14 @@ class DraftModelDrafter : public Drafter {
   void set_p_min(float p_min) override { p_min_ = p_min; }
   double draft_seconds() const override { return draft_seconds_; }
 
-  // For tests: the draft cache and the tokens it holds, in order.
+  // For tests: the draft cache and the tokens it holds, in order (between propose() and
+  // accept() of a tree, the cache also holds the expanded tree nodes after these).
   const KvCache& cache() const { return cache_; }
   std::span<const Token> cached_tokens() const { return cached_; }
+  // Draft-model rows forwarded since construction (prefill, catch-up, chain and tree nodes).
+  int64_t forwarded_rows() const { return forwarded_rows_; }
+  // Tree nodes forwarded (expanded) by the last tree proposal.
+  int last_expanded() const { return last_expanded_; }
 
  private:
   // Makes the cache hold context[0 .. n) and returns the logits of the last row.
@@ -77,10 +84,14 @@ class DraftModelDrafter : public Drafter {
   std::span<const float> masked(std::vector<float>& logits) const;
   Draft propose_chain(std::span<const Token> context, int n_max, const SamplingParams& sampling);
   Draft propose_tree(std::span<const Token> context, int n_max, const SamplingParams& sampling);
-  // One forward over `nodes` of `draft` and their ancestors (a tree batch after the context's
-  // n_ctx_tokens - 1 cached tokens); returns each node's logits (nodes.size(), n_vocab_draft)
-  // and truncates the cache back to the context.
-  std::vector<std::vector<float>> forward_tree_nodes(const Draft& draft, const std::vector<int>& nodes, int n_ctx_tokens);
+  // One forward appending `nodes` of `tree` (one level; their ancestors already forwarded, at
+  // drawn_slot_) to the cache after the n_ctx_tokens context; returns each node's logits
+  // (nodes.size(), n_vocab_draft) and records its slot.
+  std::vector<std::vector<float>> forward_tree_level(const Draft& tree, const std::vector<int>& nodes, int n_ctx_tokens);
+  // Keeps the accepted path's forwarded rows after the context (keep_rows); drops the others.
+  void accept_tree(const Draft& draft, const Verdict& verdict);
+  // Truncates the cache to cached_ (drops tree rows of a proposal never accepted).
+  void drop_tree_rows();
 
   Transformer& model_;
   DraftModelOptions options_;
@@ -92,6 +103,12 @@ class DraftModelDrafter : public Drafter {
   int propose_base_ = 0;         // context length at the last propose()
   int n_forwarded_ = 0;          // draft tokens of the last chain proposal left in the cache
   double draft_seconds_ = 0.0;
+  int64_t forwarded_rows_ = 0;
+  int last_expanded_ = 0;
+  std::vector<int> drawn_slot_;     // (n_drawn) cache slot of each drawn tree node, -1: not forwarded
+  std::map<std::vector<Token>, int> forwarded_path_slot_;  // forwarded node's path tokens -> its slot
+  std::vector<int> tree_slot_;      // (n_nodes) cache slot of each node of the last tree proposal, or -1
+  std::vector<Token> tree_tokens_;  // (n_nodes) the last tree proposal's tokens (to recognise it in accept)
   Batch batch_;                  // scratch
   Logits logits_;                // scratch (n_rows, n_vocab)
 };

@@ -65,6 +65,18 @@ class Drafter {
   // Drafters with a confidence stop end a proposal where their top probability falls below
   // p_min (0: off). Default: ignored (drafters without probabilities).
   virtual void set_p_min(float p_min) { (void)p_min; }
+  // Self-speculation (Medusa, EAGLE; docs/HEADS.md): true when the drafter reads the target's
+  // features. The decoder then asks the target forward for the feature of every row it commits
+  // to the target cache and calls set_features() before every propose(). Default: false (the
+  // decoder then asks for none, at no cost).
+  virtual bool wants_features() const { return false; }
+  // features (n_committed - 1, n_embd) row-major: row t = f_t, the target's feature at committed
+  // token t (every committed token but the last, whose row the next verify computes). Valid until
+  // the decoder's next begin(), step() or rollback().
+  virtual void set_features(std::span<const float> features, int n_embd) {
+    (void)features;
+    (void)n_embd;
+  }
   // Seconds spent in propose() since construction (for c_draft).
   virtual double draft_seconds() const { return 0.0; }
 };

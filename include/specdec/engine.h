@@ -23,11 +23,14 @@ namespace specdec {
 
 class Drafter;
 class DraftModelDrafter;
+class EagleLayer;
+class MedusaHeads;
 class LookupCache;
 
 struct EngineOptions {
   std::string model_path;                // target GGUF (required)
   std::string draft_path;                // draft GGUF ("" = none)
+  std::string heads_path;                // Medusa / EAGLE heads GGUF for --spec medusa|eagle ("" = none)
   std::optional<SpecMethod> method;      // default: draft when draft_path is set, else lookup
   SpecConfig spec;
   ModelFreeOptions model_free;
@@ -107,6 +110,8 @@ class Engine {
   SpecMethod method_ = SpecMethod::None;
   std::unique_ptr<Transformer> target_;
   std::unique_ptr<Transformer> draft_model_;
+  std::unique_ptr<MedusaHeads> medusa_;  // --spec medusa
+  std::unique_ptr<EagleLayer> eagle_;    // --spec eagle
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<LookupCacheFile> lookup_cache_;
   std::unique_ptr<Drafter> drafter_;

@@ -81,10 +81,28 @@ struct Batch {
   std::vector<int32_t> parent;    // (N) row index of the parent (< i, same sequence) or -1
   std::vector<int32_t> seq;       // (N) index into the caches span
   std::vector<uint8_t> want_logits;  // (N) 1 = return this row's logits
+  // (N) 1 = return this row's features (struct Features), or empty: no row asks. add() keeps it
+  // empty until a row asks (then pads it with 0s). No row asking costs nothing.
+  std::vector<uint8_t> want_features;
+  // Optional (all empty: unused): token trees that stay in the cache between forwards. Row i
+  // then sees only the cache prefix [0, visible_prefix[i]) (-1: the whole cache; equal for all
+  // rows of a sequence), then its ancestors forwarded earlier, the cache slots
+  // cache_ancestors[cache_ancestor_begin[i] .. cache_ancestor_begin[i + 1]) (increasing, root
+  // first, in [visible_prefix, cache size)), then its batch ancestors and itself. A row with a
+  // batch parent lists none and inherits those of its batch root. Position = visible prefix +
+  // cache ancestors + batch depth. Results equal those of the root-to-row path as a chain.
+  std::vector<int32_t> visible_prefix;        // (N) or empty
+  std::vector<int32_t> cache_ancestor_begin;  // (N + 1) or empty
+  std::vector<int32_t> cache_ancestors;       // (sum of the rows' counts) cache slots
   int size() const { return static_cast<int>(tokens.size()); }
   void clear();
-  // Appends a row; parent is an absolute row index in this batch or -1.
-  void add(Token token, int32_t position, int32_t parent, int32_t seq, bool logits);
+  // Appends a row; parent is an absolute row index in this batch or -1. In a batch using the
+  // optional arrays, the row sees its whole cache and has no cache ancestors.
+  void add(Token token, int32_t position, int32_t parent, int32_t seq, bool logits, bool features = false);
+  // Appends a row of a tree kept in the cache (see visible_prefix); switches the optional
+  // arrays on (rows added before see their whole cache).
+  void add_cached_tree_row(Token token, int32_t position, int32_t parent, int32_t seq, bool logits,
+                           int32_t visible, std::span<const int32_t> ancestor_slots);
 };
 
 // Logits for the rows that asked: (n_rows_out, n_vocab) in batch order, with the batch row of each.
@@ -94,6 +112,26 @@ struct Logits {
   std::vector<float> data;         // (n_rows_out, n_vocab)
   const float* row(int i) const { return data.data() + static_cast<size_t>(i) * n_vocab; }
   int n_rows() const { return static_cast<int>(batch_row.size()); }
+};
+
+// Hidden states of the rows that asked (Batch::want_features), in batch order. The feature of a
+// row (docs/HEADS.md) is its final hidden state after output_norm: output_head(final row) gives
+// exactly the row's logits. Like logits, features are batch invariant (bit-identical whatever
+// batch the row is in). Cost: one rmsnorm per feature row + copies of the requested layers.
+struct Features {
+  // Input (EAGLE-3 style fusion): also return the residual stream after each of these blocks
+  // (0-based, in [0, n_layers), in this order); empty: only the final feature.
+  std::vector<int32_t> layers;
+  // Outputs of forward():
+  int n_embd = 0;
+  std::vector<int32_t> batch_row;  // (n_rows_out)
+  std::vector<float> final;        // (n_rows_out, n_embd) after output_norm
+  std::vector<float> residual;     // (n_rows_out, layers.size(), n_embd) before any norm
+  int n_rows() const { return static_cast<int>(batch_row.size()); }
+  const float* row(int i) const { return final.data() + static_cast<size_t>(i) * n_embd; }
+  const float* layer_row(int i, int j) const {
+    return residual.data() + (static_cast<size_t>(i) * layers.size() + static_cast<size_t>(j)) * n_embd;
+  }
 };
 
 struct ModelOptions {
@@ -117,6 +155,15 @@ class Transformer {
   // parents, capacity) and throws Error on a bad one before touching any cache.
   // Cost: one pass over the weights for all N rows.
   void forward(const Batch& batch, std::span<KvCache* const> caches, Logits& out);
+  // The same, also filling `features` for the rows with want_features (features may be null
+  // when no row asks; Error when one asks without it, or a requested layer is out of range).
+  void forward(const Batch& batch, std::span<KvCache* const> caches, Logits& out, Features* features);
+
+  // dst (n_embd) = the token's embedding row (Error for an id outside the vocabulary).
+  void embed(Token token, float* dst) const;
+  // The output head on hidden states h (n_rows, n_embd) -> logits (n_rows, n_vocab), no norm:
+  // on a feature it reproduces the row's logits bit for bit. Cost: one pass over output.weight.
+  void output_head(const float* h, int n_rows, float* logits);
 
   // Convenience: a fresh cache sized n_ctx (0: the model's context length).
   KvCache new_cache(int n_ctx = 0) const;

@@ -16,9 +16,10 @@ namespace specdec {
 
 // Tree: token trees (issue 9): the draft model's tree when a draft model is given, otherwise
 // the prompt-lookup tree (continuations of several earlier occurrences).
-enum class SpecMethod { None, Draft, Ngram, Lookup, Hybrid, Tree };
+// Medusa / Eagle: self-speculation heads trained for the target (--heads FILE, docs/HEADS.md).
+enum class SpecMethod { None, Draft, Ngram, Lookup, Hybrid, Tree, Medusa, Eagle };
 
-// "none" | "draft" | "ngram" | "lookup" | "hybrid" | "tree"; Error naming the value otherwise.
+// "none" | "draft" | "ngram" | "lookup" | "hybrid" | "tree" | "medusa" | "eagle"; Error naming the value otherwise.
 SpecMethod parse_spec_method(std::string_view text);
 const char* spec_method_name(SpecMethod method);
 // The default of --spec: draft when a draft model is given, otherwise lookup.

@@ -157,8 +157,13 @@ class SpeculativeDecoder {
   StepInfo last_step_;
   SpecStats stats_;
   std::vector<int64_t> verify_rows_count_;  // (max rows) verify passes by row count, for verify_cost
+  // Features (Drafter::wants_features): hand features_ to the drafter before a proposal.
+  bool wants_features() const { return drafter_ != nullptr && drafter_->wants_features(); }
+  void share_features();
   Batch batch_;                   // scratch
   Logits logits_;                 // scratch (n_rows, n_vocab)
+  Features features_out_;         // scratch (n_rows, n_embd) when the drafter wants features
+  std::vector<float> features_;   // (cache_.size(), n_embd) target features of the cached tokens, or empty
 };
 
 }  // namespace specdec

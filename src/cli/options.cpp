@@ -8,7 +8,8 @@ void EngineCliOptions::add_to(CLI::App* cmd, bool model_required) {
   auto* m = cmd->add_option("-m,--model", model, "target model (GGUF)");
   if (model_required) m->required();
   cmd->add_option("--model-draft,--md", draft, "draft model (GGUF) for speculative decoding");
-  cmd->add_option("--spec", spec, "speculation: auto|none|draft|ngram|lookup|hybrid|tree (auto: draft with -md, else lookup; tree: token trees, from the draft model with -md, else from prompt lookup)");
+  cmd->add_option("--spec", spec, "speculation: auto|none|draft|ngram|lookup|hybrid|tree|medusa|eagle (auto: draft with -md, else lookup; tree: token trees, from the draft model with -md, else from prompt lookup; medusa/eagle: self-speculation heads, --heads)");
+  cmd->add_option("--heads", heads, "Medusa heads or EAGLE layer (GGUF, docs/HEADS.md) trained for the target, for --spec medusa|eagle");
   cmd->add_option("--draft-max", draft_max, "most draft tokens per step (K upper bound; tree node budget)");
   cmd->add_option("--draft-min", draft_min, "fewest draft tokens per step (adaptive K lower bound)");
   cmd->add_option("--draft-p-min", draft_p_min, "stop drafting when the draft's top probability is below this");
@@ -29,6 +30,7 @@ EngineOptions EngineCliOptions::to_engine_options() const {
   EngineOptions o;
   o.model_path = model;
   o.draft_path = draft;
+  o.heads_path = heads;
   if (spec != "auto") o.method = parse_spec_method(spec);
   if (draft_max < 0) throw Error("--draft-max " + std::to_string(draft_max) + " must be >= 0");
   if (draft_min < 0 || draft_min > draft_max)

@@ -11,7 +11,7 @@
 namespace specdec::cli {
 
 struct EngineCliOptions {
-  std::string model, draft, spec = "auto", lookup_cache;
+  std::string model, draft, spec = "auto", lookup_cache, heads;
   int draft_max = 8, draft_min = 0;
   float draft_p_min = 0.0f, lenience = 1.0f;
   bool no_adaptive = false;

@@ -96,6 +96,55 @@ void put_simulations(std::string& out, const BenchReport& r) {
   }
 }
 
+void put_tree_simulations(std::string& out, const BenchReport& r) {
+  if (r.tree_simulations.empty()) return;
+  put(out,
+      "\nSIMULATION, token trees (predicted, not measured decoding): positional acceptance profile\n"
+      "  alpha_r = P(the r-th most probable child of a node is the accepted one), r = 0..W-1, at every node;\n"
+      "  chain = N nodes at alpha_0 (N draft forwards), tree = the best-first tree of N nodes (optimal under\n"
+      "  the model; one draft forward per level). E[tokens] per target pass = 1 + sum over nodes of the\n"
+      "  product of alpha along the path; speedup = E / (draft forwards * c_draft + c(N+1)) with c(M) measured\n"
+      "  above at context %d; tok/s = decode tok/s * speedup.\n",
+      r.short_curve.context);
+  for (const TreeSimulation& sim : r.tree_simulations) {
+    put(out, "  SIMULATION profile");
+    for (double a : sim.profile) put(out, " %.3f", a);
+    put(out, ", c_draft %.4f (%s):\n", sim.c_draft, sim.c_draft_source.c_str());
+    put(out, "    %3s %8s %8s %6s %6s %7s %11s %11s %8s\n", "N", "chain E", "tree E", "depth", "root-W", "c(N+1)",
+        "chain tok/s", "tree tok/s", "tree/ch");
+    for (const TreeSimPoint& p : sim.points)
+      put(out, "    %3d %8.3f %8.3f %6d %6d %7.3f %11.2f %11.2f %8.3f\n", p.nodes, p.chain_tokens, p.tree_tokens,
+          p.tree_depth, p.tree_root_children, p.verify_cost, p.chain_tps, p.tree_tps,
+          p.chain_tps > 0 ? p.tree_tps / p.chain_tps : 0.0);
+  }
+}
+
+nlohmann::json end_to_end_json(const EndToEndReport& e) {
+  const SpecStats& s = e.spec_stats;
+  return {{"drafter", e.drafter},
+          {"prompts", e.n_prompts},
+          {"reps", e.reps},
+          {"greedy", e.greedy},
+          {"plain_tokens", e.plain_tokens},
+          {"plain_seconds", e.plain_seconds},
+          {"plain_tokens_per_second", e.plain_tps()},
+          {"spec_tokens", e.spec_tokens},
+          {"spec_seconds", e.spec_seconds},
+          {"spec_tokens_per_second", e.spec_tps()},
+          {"speedup_per_rep", e.speedup_per_rep},
+          {"speedup_median", e.speedup_median},
+          {"target_passes", s.n_target_passes},
+          {"drafted", s.n_drafted},
+          {"accepted", s.n_accepted},
+          {"acceptance_rate", s.acceptance_rate()},
+          {"mean_tokens_per_pass", s.mean_tokens_per_pass()},
+          {"acceptance_by_position", s.acceptance_by_position()},
+          {"c_draft", e.c_draft},
+          {"verify_cost", e.verify_cost},
+          {"lossy", s.lossy},
+          {"outputs_differ", e.n_outputs_differ}};
+}
+
 nlohmann::json curve_json(const CostCurve& c) {
   return {{"context", c.context}, {"seconds", c.seconds}, {"cost", c.cost}, {"min_seconds", c.min_seconds},
           {"min_cost", c.min_cost}};
@@ -141,7 +190,12 @@ std::string bench_report_text(const BenchReport& r) {
     put(out, "draft model: 1-row forward %.3f ms -> c_draft %.4f (draft forward / target forward)\n",
         r.draft_decode_seconds * 1e3, r.c_draft_forward);
   put_end_to_end(out, r.end_to_end);
+  if (!r.end_to_end_chain.drafter.empty()) {
+    put(out, "\nthe same drafter as a chain at the tree's node budget (--compare-chain):");
+    put_end_to_end(out, r.end_to_end_chain);
+  }
   put_simulations(out, r);
+  put_tree_simulations(out, r);
   return out;
 }
 
@@ -167,32 +221,8 @@ std::string bench_report_json(const BenchReport& r) {
                  {"draft_bytes", m.draft_bytes}, {"ratio", m.ratio()}};
   if (r.draft_decode_seconds > 0)
     j["draft_model"] = {{"seconds_per_token", r.draft_decode_seconds}, {"c_draft", r.c_draft_forward}};
-  const EndToEndReport& e = r.end_to_end;
-  if (!e.drafter.empty()) {
-    const SpecStats& s = e.spec_stats;
-    j["end_to_end"] = {{"drafter", e.drafter},
-                       {"prompts", e.n_prompts},
-                       {"reps", e.reps},
-                       {"greedy", e.greedy},
-                       {"plain_tokens", e.plain_tokens},
-                       {"plain_seconds", e.plain_seconds},
-                       {"plain_tokens_per_second", e.plain_tps()},
-                       {"spec_tokens", e.spec_tokens},
-                       {"spec_seconds", e.spec_seconds},
-                       {"spec_tokens_per_second", e.spec_tps()},
-                       {"speedup_per_rep", e.speedup_per_rep},
-                       {"speedup_median", e.speedup_median},
-                       {"target_passes", s.n_target_passes},
-                       {"drafted", s.n_drafted},
-                       {"accepted", s.n_accepted},
-                       {"acceptance_rate", s.acceptance_rate()},
-                       {"mean_tokens_per_pass", s.mean_tokens_per_pass()},
-                       {"acceptance_by_position", s.acceptance_by_position()},
-                       {"c_draft", e.c_draft},
-                       {"verify_cost", e.verify_cost},
-                       {"lossy", s.lossy},
-                       {"outputs_differ", e.n_outputs_differ}};
-  }
+  if (!r.end_to_end.drafter.empty()) j["end_to_end"] = end_to_end_json(r.end_to_end);
+  if (!r.end_to_end_chain.drafter.empty()) j["end_to_end_chain"] = end_to_end_json(r.end_to_end_chain);
   nlohmann::json sims = nlohmann::json::array();
   for (const Simulation& sim : r.simulations) {
     nlohmann::json points = nlohmann::json::array();
@@ -204,6 +234,19 @@ std::string bench_report_json(const BenchReport& r) {
                     {"best_k_long", sim.best_k_long}, {"loop_tokens", r.simulate_loop_tokens}, {"points", points}});
   }
   j["simulation"] = sims;
+  nlohmann::json trees = nlohmann::json::array();
+  for (const TreeSimulation& sim : r.tree_simulations) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const TreeSimPoint& p : sim.points)
+      points.push_back({{"nodes", p.nodes}, {"chain_tokens", p.chain_tokens}, {"tree_tokens", p.tree_tokens},
+                        {"tree_depth", p.tree_depth}, {"tree_root_children", p.tree_root_children},
+                        {"verify_cost", p.verify_cost}, {"chain_speedup", p.chain_speedup},
+                        {"tree_speedup", p.tree_speedup}, {"chain_tokens_per_second", p.chain_tps},
+                        {"tree_tokens_per_second", p.tree_tps}});
+    trees.push_back({{"label", "SIMULATION"}, {"profile", sim.profile}, {"c_draft", sim.c_draft},
+                     {"c_draft_source", sim.c_draft_source}, {"points", points}});
+  }
+  j["tree_simulation"] = trees;
   return j.dump(2) + "\n";
 }
 

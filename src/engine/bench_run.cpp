@@ -87,6 +87,23 @@ void validate(const BenchOptions& o) {
     throw Error("bench: bandwidth probe of " + std::to_string(o.bandwidth_bytes) + " bytes is below 1 MiB");
   for (double a : o.simulate_alpha)
     if (!(a >= 0.0 && a <= 1.0)) throw Error("bench: --simulate-alpha " + std::to_string(a) + " outside [0, 1]");
+  for (const auto& profile : o.simulate_tree_profiles) best_first_tree(profile, 0);  // Error on a bad profile
+  for (int n : o.simulate_tree_nodes)
+    if (n < 1) throw Error("bench: --simulate-tree-nodes " + std::to_string(n) + " must be >= 1");
+  if (o.compare_chain && !(o.engine.tree_nodes > 0 || (o.engine.method && *o.engine.method == SpecMethod::Tree)))
+    throw Error("bench: --compare-chain needs a tree drafter (--spec tree or --tree-nodes N)");
+}
+
+// The engine options of the chain that --compare-chain runs against a tree: same drafter
+// source, no tree, draft_max = the tree's node budget.
+EngineOptions chain_of_tree(const EngineOptions& tree) {
+  EngineOptions chain = tree;
+  const int budget = tree.tree_nodes > 0 ? tree.tree_nodes : tree.spec.draft_max;
+  if (chain.method && *chain.method == SpecMethod::Tree)
+    chain.method = tree.draft_path.empty() ? SpecMethod::Lookup : SpecMethod::Draft;
+  chain.tree_nodes = 0;
+  chain.spec.draft_max = std::max(chain.spec.draft_min, budget);
+  return chain;
 }
 
 // Fills the cache from its size up to `target_size` with random-token prefill chunks.
@@ -253,7 +270,8 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   std::unique_ptr<Transformer> draft;
   const bool draft_model_used =
       !o.engine.draft_path.empty() &&
-      (!o.engine.method || *o.engine.method == SpecMethod::Draft || *o.engine.method == SpecMethod::Hybrid);
+      (!o.engine.method || *o.engine.method == SpecMethod::Draft || *o.engine.method == SpecMethod::Hybrid ||
+       *o.engine.method == SpecMethod::Tree);
   if (draft_model_used) {
     if (log) log("draft model: 1-row forward");
     draft = Transformer::load(o.engine.draft_path, model_options);
@@ -323,6 +341,12 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
 
   // 5. End to end.
   if (o.end_to_end) r.end_to_end = run_end_to_end(o, log);
+  if (o.end_to_end && o.compare_chain) {
+    if (log) log("end to end: the chain at the tree's node budget");
+    BenchOptions chain = o;
+    chain.engine = chain_of_tree(o.engine);
+    r.end_to_end_chain = run_end_to_end(chain, log);
+  }
 
   // 6. SIMULATION.
   for (size_t a = 0; a < o.simulate_alpha.size(); ++a) {
@@ -332,6 +356,12 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
         sim.points[static_cast<size_t>(k - 1)].loop_speedup = loop_speedups[a * static_cast<size_t>(k_max) + (k - 1)];
     r.simulations.push_back(std::move(sim));
   }
+  std::vector<int> tree_nodes;  // budgets within the measured curve
+  for (int n : o.simulate_tree_nodes)
+    if (std::min(n, m_max - 1) >= 1 && std::find(tree_nodes.begin(), tree_nodes.end(), std::min(n, m_max - 1)) == tree_nodes.end())
+      tree_nodes.push_back(std::min(n, m_max - 1));
+  for (const auto& profile : o.simulate_tree_profiles)
+    r.tree_simulations.push_back(simulate_tree_vs_chain(profile, tree_nodes, sim_c_draft, sim_source, r.short_curve, r.decode_tps));
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include "specdec/draft_model.h"
 #include "specdec/error.h"
 #include "specdec/gguf.h"
+#include "specdec/heads_drafter.h"
 #include "specdec/hybrid_drafter.h"
 #include "specdec/lookup_cache.h"
 
@@ -57,6 +58,12 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   }
   auto cache = lookup_cache_ ? lookup_cache_->cache() : nullptr;
 
+  const bool needs_heads = method_ == SpecMethod::Medusa || method_ == SpecMethod::Eagle;
+  if (needs_heads && options.heads_path.empty())
+    throw Error(std::string("--spec ") + spec_method_name(method_) + " needs a heads file (--heads FILE.gguf)");
+  if (method_ == SpecMethod::Medusa) medusa_ = MedusaHeads::load(options.heads_path, *target_);
+  if (method_ == SpecMethod::Eagle) eagle_ = EagleLayer::load(options.heads_path, *target_);
+
   if (needs_draft) {
     draft_model_ = Transformer::load(options.draft_path, model_options);
     auto draft_tokenizer = Tokenizer::from_gguf(draft_model_->gguf());
@@ -96,6 +103,20 @@ std::unique_ptr<Drafter> Engine::make_drafter(SpecMethod method, std::shared_ptr
   switch (method) {
     case SpecMethod::None: return nullptr;
     case SpecMethod::Draft: drafter = draft_model_drafter(); break;
+    case SpecMethod::Medusa:
+      if (!medusa_) throw Error("speculative method medusa needs Medusa heads (--spec medusa --heads FILE.gguf)");
+      drafter = std::make_unique<MedusaDrafter>(*target_, *medusa_);
+      break;
+    case SpecMethod::Eagle: {
+      if (!eagle_) throw Error("speculative method eagle needs an EAGLE layer (--spec eagle --heads FILE.gguf)");
+      EagleOptions eagle_options;
+      eagle_options.n_ctx = std::min(n_ctx_, eagle_->config().n_ctx_train);
+      eagle_options.tree_nodes = options.tree_nodes;
+      eagle_options.tree_width = options.tree_width;
+      eagle_options.tree_depth = options.tree_depth;
+      drafter = std::make_unique<EagleDrafter>(*target_, *eagle_, eagle_options);
+      break;
+    }
     case SpecMethod::Tree:
       if (draft_model_) {
         drafter = draft_model_drafter();

@@ -100,6 +100,8 @@ void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* 
     base.acts = thread_acts(M, w.n_in);
     if (active_isa() == Isa::Avx512) {
       quantize_activations_avx512(x, M, w.n_in, base.acts);
+    } else if (active_isa() == Isa::Avx2) {
+      quantize_activations_avx2(x, M, w.n_in, base.acts);
     } else {
       quantize_activations(x, M, w.n_in, base.acts);
     }

@@ -171,8 +171,10 @@ void quant_range(const RangeJob& job) {
   for (int rb = 0; rb < job.M; rb += kRowBlock) {
     const int rb_end = min_rows(job.M, rb + kRowBlock);
     for (int64_t o = job.o_begin; o < job.o_end; ++o) {
-      const bool has_min =
-          unpack_row_scalar(w.type, static_cast<const uint8_t*>(w.data) + o * w.row_bytes, w.n_in, job.scratch);
+      const void* row = static_cast<const uint8_t*>(w.data) + o * w.row_bytes;
+      bool has_min = false;
+      if (!try_unpack_row_avx2(w.type, row, w.n_in, job.scratch, &has_min))
+        has_min = unpack_row_scalar(w.type, row, w.n_in, job.scratch);
       for (int r0 = rb; r0 < rb_end; r0 += kTileRows) {
         float* y = job.y + r0 * w.n_out + o;
         switch (min_rows(kTileRows, rb_end - r0)) {

@@ -186,7 +186,8 @@ void quant_range(const RangeJob& job) {
     const int rb_end = min_rows(job.M, rb + kRowBlock);
     for (int64_t o = job.o_begin; o < job.o_end; ++o) {
       const void* row = static_cast<const uint8_t*>(w.data) + o * w.row_bytes;
-      if (!try_unpack_row_avx512(w.type, row, w.n_in, job.scratch)) {
+      bool has_min = false;  // not needed: coef16 covers the additive terms
+      if (!try_unpack_row_avx2(w.type, row, w.n_in, job.scratch, &has_min)) {
         unpack_row_scalar(w.type, row, w.n_in, job.scratch);
         make_coefficients(job.scratch, job.acts.n_groups_pad);
       }

@@ -54,6 +54,8 @@ struct QuantizedActs {
 void quantize_activations(const float* x, int M, int64_t n_in, const QuantizedActs& out);
 // The same bytes and scales bit for bit, vectorised (matmul_activations_avx512.cpp).
 void quantize_activations_avx512(const float* x, int M, int64_t n_in, const QuantizedActs& out);
+// The same again with AVX2 instructions (matmul_activations_avx2.cpp), for the AVX2 path.
+void quantize_activations_avx2(const float* x, int M, int64_t n_in, const QuantizedActs& out);
 
 // One weight row decoded for the integer kernels (scratch owned by the calling thread).
 struct UnpackedRow {
@@ -68,10 +70,12 @@ struct UnpackedRow {
 // Cost: O(n_in) scalar.
 bool unpack_row_scalar(DType type, const void* row, int64_t n_in, const UnpackedRow& out);
 
-// AVX-512 decoders for the common types (matmul_unpack_avx512.cpp): fill q, scale16, min16 and
-// coef16 = min16 - 128 * scale16 (zero padding). Return false (writing nothing) for a type
-// they do not cover; the caller then uses unpack_row_scalar. Same values as the scalar decoder.
-bool try_unpack_row_avx512(DType type, const void* row, int64_t n_in, const UnpackedRow& out);
+// Vectorised decoders for the common types (matmul_unpack_avx2.cpp, AVX2 instructions only, so
+// both the AVX2 and the AVX-512 paths use them): the same values as the scalar decoder, plus
+// coef16 = min16 - 128 * scale16 (zero padding); *has_min receives unpack_row_scalar's return
+// value. Return false (writing nothing) for a type they do not cover (Q2_K, Q3_K); the caller
+// then uses unpack_row_scalar. Cost: O(n_in), a few vector operations per 32 values.
+bool try_unpack_row_avx2(DType type, const void* row, int64_t n_in, const UnpackedRow& out, bool* has_min);
 
 // Everything one thread needs to compute outputs [o_begin, o_end) of all M rows.
 struct RangeJob {

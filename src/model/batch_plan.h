@@ -13,9 +13,10 @@ struct SeqPlan {
   int seq = 0;
   KvCache* cache = nullptr;
   int n_prefix = 0;               // cached positions before the call
+  int n_visible = 0;              // cache prefix every row sees (Batch::visible_prefix; else n_prefix)
   std::vector<int> rows;          // (M) batch rows of this sequence, in batch order
   std::vector<int> extra_begin;   // (M + 1) into extra_slots
-  std::vector<int> extra_slots;   // (sum of depths + M) ancestors root first, then the row itself
+  std::vector<int> extra_slots;   // (sum of ancestors + M) cached-tree then batch ancestors root first, then the row
 };
 
 struct BatchPlan {
@@ -23,6 +24,7 @@ struct BatchPlan {
   std::vector<int> depth;       // (N) depth inside the batch (0 = child of the cached prefix)
   std::vector<SeqPlan> seqs;    // sequences in order of first appearance
   std::vector<int> logit_rows;  // rows with want_logits, in batch order
+  std::vector<int> feature_rows;  // rows with want_features, in batch order
 };
 
 // Validates the batch against the caches and the model (array lengths, sequence ids, token

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "model/batch_plan.h"
+#include "model/llama_block.h"
 #include "model/weights.h"
 #include "specdec/error.h"
 #include "specdec/gguf.h"
@@ -21,44 +22,10 @@ namespace specdec {
 // Activations of one forward, grown to the largest batch seen and reused across calls.
 struct Transformer::Scratch {
   std::vector<float> x;        // (N, n_embd) residual stream
-  std::vector<float> xn;       // (N, n_embd) normalized residual
-  std::vector<float> q;        // (N, q_dim)
-  std::vector<float> k;        // (N, kv_dim)
-  std::vector<float> v;        // (N, kv_dim)
-  std::vector<float> attn;     // (N, q_dim) attention output
-  std::vector<float> proj;     // (N, n_embd) attn_output / ffn_down result
-  std::vector<float> gate;     // (N, n_ff), then swiglu(gate, up)
-  std::vector<float> up;       // (N, n_ff)
-  std::vector<float> seq_q;    // (M, q_dim) queries of one sequence when rows interleave
-  std::vector<float> seq_out;  // (M, q_dim) their attention output
+  BlockScratch block;          // the block's activations (llama_block.h)
   std::vector<float> final_x;  // (R, n_embd) normalized rows whose logits are wanted
   std::vector<float> rope;     // (N, n_rot) each row's (cos, sin) pairs, shared by all layers
 };
-
-namespace {
-
-float* sized(std::vector<float>& buffer, size_t n) {
-  if (buffer.size() < n) buffer.resize(n);
-  return buffer.data();
-}
-
-// Runs fn(row_begin, row_end) over [0, n_rows) in chunks on the pool. Per-row work only, so
-// the chunking never changes a result.
-void for_rows(ThreadPool* pool, int n_rows, const std::function<void(int, int)>& fn) {
-  constexpr int kMinRowsPerTask = 4;
-  const int n_threads = pool ? pool->size() : 1;
-  const int n_tasks = std::min(n_threads, n_rows / kMinRowsPerTask);
-  if (n_tasks <= 1) {
-    fn(0, n_rows);
-    return;
-  }
-  pool->parallel_for(n_tasks, [&](int task, int) {
-    fn(static_cast<int>(static_cast<int64_t>(n_rows) * task / n_tasks),
-       static_cast<int>(static_cast<int64_t>(n_rows) * (task + 1) / n_tasks));
-  });
-}
-
-}  // namespace
 
 Transformer::~Transformer() = default;
 
@@ -86,6 +53,10 @@ KvCache Transformer::new_cache(int n_ctx) const {
 }
 
 void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, Logits& out) {
+  forward(batch, caches, out, nullptr);
+}
+
+void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, Logits& out, Features* features) {
   const BatchPlan plan = plan_batch(batch, caches, config_);
   const ModelConfig& c = config_;
   const int n_rows = batch.size();
@@ -93,24 +64,29 @@ void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, 
   out.n_vocab = c.n_vocab;
   out.batch_row = plan.logit_rows;
   out.data.resize(static_cast<size_t>(n_out) * c.n_vocab);
+  const int n_feat = static_cast<int>(plan.feature_rows.size());
+  if (n_feat > 0 && features == nullptr) throw Error("batch: rows ask for features but no Features output was given");
+  const size_t n_layer_feats = features ? features->layers.size() : 0;
+  if (features) {
+    for (int32_t l : features->layers) {
+      if (l < 0 || l >= c.n_layers) {
+        throw Error("features: layer " + std::to_string(l) + " outside [0, " + std::to_string(c.n_layers) + ")");
+      }
+    }
+    features->n_embd = c.n_embd;
+    features->batch_row = plan.feature_rows;
+    features->final.resize(static_cast<size_t>(n_feat) * c.n_embd);
+    features->residual.resize(static_cast<size_t>(n_feat) * n_layer_feats * c.n_embd);
+  }
   if (n_rows == 0) return;
 
   for (const SeqPlan& sp : plan.seqs) sp.cache->append(static_cast<int>(sp.rows.size()));
   try {
     const size_t n = static_cast<size_t>(n_rows);
-    const int q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_embd = c.n_embd, n_ff = c.n_ff;
+    const int n_embd = c.n_embd;
     Scratch& s = *scratch_;
     float* x = sized(s.x, n * n_embd);
-    float* xn = sized(s.xn, n * n_embd);
-    float* q = sized(s.q, n * q_dim);
-    float* k = sized(s.k, n * kv_dim);
-    float* v = sized(s.v, n * kv_dim);
-    float* attn = sized(s.attn, n * q_dim);
-    float* proj = sized(s.proj, n * n_embd);
-    float* gate = sized(s.gate, n * n_ff);
-    float* up = sized(s.up, n * n_ff);
     ThreadPool* pool = pool_.get();
-    const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
 
     const int n_rot = c.rope.n_rot;
     float* rope_table = sized(s.rope, n * n_rot);
@@ -122,77 +98,21 @@ void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, 
     });
 
     for (int l = 0; l < c.n_layers; ++l) {
-      const LayerWeights& lw = weights_->layers[static_cast<size_t>(l)];
-      for_rows(pool, n_rows, [&](int begin, int end) {
-        for (int i = begin; i < end; ++i) {
-          rmsnorm(x + static_cast<size_t>(i) * n_embd, lw.attn_norm.data(), n_embd, c.rms_eps,
-                  xn + static_cast<size_t>(i) * n_embd);
-        }
-      });
-      matmul(lw.wq, xn, n_rows, q, pool);
-      matmul(lw.wk, xn, n_rows, k, pool);
-      matmul(lw.wv, xn, n_rows, v, pool);
-      for_rows(pool, n_rows, [&](int begin, int end) {
-        for (int i = begin; i < end; ++i) {
-          float* qi = q + static_cast<size_t>(i) * q_dim;
-          float* ki = k + static_cast<size_t>(i) * kv_dim;
-          float* vi = v + static_cast<size_t>(i) * kv_dim;
-          if (c.qkv_bias) {
-            add_inplace(qi, lw.bq.data(), q_dim);
-            add_inplace(ki, lw.bk.data(), kv_dim);
-            add_inplace(vi, lw.bv.data(), kv_dim);
-          }
-          const float* cos_sin = rope_table + static_cast<size_t>(i) * n_rot;
-          rope_apply(qi, c.n_heads, c.head_dim, cos_sin, c.rope);
-          rope_apply(ki, c.n_kv_heads, c.head_dim, cos_sin, c.rope);
-          KvCache& cache = *caches[batch.seq[i]];
-          std::memcpy(cache.k(l, plan.slot[i]), ki, sizeof(float) * kv_dim);
-          std::memcpy(cache.v(l, plan.slot[i]), vi, sizeof(float) * kv_dim);
-        }
-      });
-      for (const SeqPlan& sp : plan.seqs) {
-        const int m = static_cast<int>(sp.rows.size());
-        const AttentionRows rows{m, sp.n_prefix, sp.extra_begin.data(), sp.extra_slots.data()};
-        const bool whole_batch = m == n_rows;  // rows are then exactly 0..N-1 in order
-        const float* seq_q = q;
-        float* seq_out = attn;
-        if (!whole_batch) {
-          float* gathered = sized(s.seq_q, static_cast<size_t>(m) * q_dim);
-          for (int r = 0; r < m; ++r) {
-            std::memcpy(gathered + static_cast<size_t>(r) * q_dim, q + static_cast<size_t>(sp.rows[r]) * q_dim,
-                        sizeof(float) * q_dim);
-          }
-          seq_q = gathered;
-          seq_out = sized(s.seq_out, static_cast<size_t>(m) * q_dim);
-        }
-        attention(shape, rows, seq_q, sp.cache->k(l, 0), sp.cache->v(l, 0), static_cast<size_t>(kv_dim),
-                  seq_out, pool);
-        if (!whole_batch) {
-          for (int r = 0; r < m; ++r) {
-            std::memcpy(attn + static_cast<size_t>(sp.rows[r]) * q_dim, seq_out + static_cast<size_t>(r) * q_dim,
-                        sizeof(float) * q_dim);
-          }
+      llama_block(weights_->layers[static_cast<size_t>(l)], c, l, plan.seqs, plan.slot, rope_table, n_rows, x, s.block,
+                  pool);
+      for (size_t j = 0; j < n_layer_feats && n_feat > 0; ++j) {
+        if (features->layers[j] != l) continue;
+        for (int r = 0; r < n_feat; ++r) {  // residual stream after block l: (n_feat, layers, n_embd)
+          std::memcpy(features->residual.data() + (static_cast<size_t>(r) * n_layer_feats + j) * n_embd,
+                      x + static_cast<size_t>(plan.feature_rows[r]) * n_embd, sizeof(float) * n_embd);
         }
       }
-      matmul(lw.wo, attn, n_rows, proj, pool);
-      add_inplace(x, proj, n_rows * n_embd);
-
-      for_rows(pool, n_rows, [&](int begin, int end) {
-        for (int i = begin; i < end; ++i) {
-          rmsnorm(x + static_cast<size_t>(i) * n_embd, lw.ffn_norm.data(), n_embd, c.rms_eps,
-                  xn + static_cast<size_t>(i) * n_embd);
-        }
-      });
-      matmul(lw.w_gate, xn, n_rows, gate, pool);
-      matmul(lw.w_up, xn, n_rows, up, pool);
-      for_rows(pool, n_rows, [&](int begin, int end) {
-        const size_t offset = static_cast<size_t>(begin) * n_ff;
-        swiglu(gate + offset, up + offset, (end - begin) * n_ff, gate + offset);
-      });
-      matmul(lw.w_down, gate, n_rows, proj, pool);
-      add_inplace(x, proj, n_rows * n_embd);
     }
 
+    for (int r = 0; r < n_feat; ++r) {
+      rmsnorm(x + static_cast<size_t>(plan.feature_rows[r]) * n_embd, weights_->output_norm.data(), n_embd, c.rms_eps,
+              features->final.data() + static_cast<size_t>(r) * n_embd);
+    }
     if (n_out > 0) {
       float* final_x = sized(s.final_x, static_cast<size_t>(n_out) * n_embd);
       for (int r = 0; r < n_out; ++r) {
@@ -205,6 +125,18 @@ void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, 
     for (const SeqPlan& sp : plan.seqs) sp.cache->truncate(sp.n_prefix);
     throw;
   }
+}
+
+void Transformer::embed(Token token, float* dst) const {
+  if (token < 0 || token >= config_.n_vocab) {
+    throw Error("embed: token id " + std::to_string(token) + " outside the vocabulary [0, " +
+                std::to_string(config_.n_vocab) + ")");
+  }
+  weights_->embed(token, dst);
+}
+
+void Transformer::output_head(const float* h, int n_rows, float* logits) {
+  if (n_rows > 0) matmul(weights_->output, h, n_rows, logits, pool_.get());
 }
 
 }  // namespace specdec

@@ -31,7 +31,8 @@ const GgufTensorInfo& require_tensor(const GgufFile& gguf, const std::string& na
   return *t;
 }
 
-// A (n_out, n_in) matrix; GGUF dims {n_in, n_out}.
+}  // namespace
+
 WeightMatrix matrix(const GgufFile& gguf, const std::string& name, int64_t n_in, int64_t n_out) {
   const GgufTensorInfo& t = require_tensor(gguf, name, {n_in, n_out});
   if (!dtype_is_weight_type(t.type)) {
@@ -47,7 +48,6 @@ WeightMatrix matrix(const GgufFile& gguf, const std::string& name, int64_t n_in,
   return w;
 }
 
-// A 1-D tensor of n values converted to F32.
 std::vector<float> vector_f32(const GgufFile& gguf, const std::string& name, int64_t n) {
   const GgufTensorInfo& t = require_tensor(gguf, name, {n});
   std::vector<float> out(static_cast<size_t>(n));  // (n)
@@ -62,7 +62,24 @@ std::vector<float> vector_f32(const GgufFile& gguf, const std::string& name, int
   return out;
 }
 
-}  // namespace
+LayerWeights load_layer_weights(const GgufFile& gguf, const ModelConfig& c, const std::string& p) {
+  LayerWeights lw;
+  lw.attn_norm = vector_f32(gguf, p + "attn_norm.weight", c.n_embd);
+  lw.wq = matrix(gguf, p + "attn_q.weight", c.n_embd, c.q_dim());
+  lw.wk = matrix(gguf, p + "attn_k.weight", c.n_embd, c.kv_dim());
+  lw.wv = matrix(gguf, p + "attn_v.weight", c.n_embd, c.kv_dim());
+  lw.wo = matrix(gguf, p + "attn_output.weight", c.q_dim(), c.n_embd);
+  if (c.qkv_bias) {
+    lw.bq = vector_f32(gguf, p + "attn_q.bias", c.q_dim());
+    lw.bk = vector_f32(gguf, p + "attn_k.bias", c.kv_dim());
+    lw.bv = vector_f32(gguf, p + "attn_v.bias", c.kv_dim());
+  }
+  lw.ffn_norm = vector_f32(gguf, p + "ffn_norm.weight", c.n_embd);
+  lw.w_gate = matrix(gguf, p + "ffn_gate.weight", c.n_embd, c.n_ff);
+  lw.w_up = matrix(gguf, p + "ffn_up.weight", c.n_embd, c.n_ff);
+  lw.w_down = matrix(gguf, p + "ffn_down.weight", c.n_ff, c.n_embd);
+  return lw;
+}
 
 std::unique_ptr<Transformer::Weights> Transformer::Weights::load(const GgufFile& gguf,
                                                                  const ModelConfig& c) {
@@ -80,24 +97,7 @@ std::unique_ptr<Transformer::Weights> Transformer::Weights::load(const GgufFile&
     }
   }
   w->layers.resize(static_cast<size_t>(c.n_layers));
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerWeights& lw = w->layers[static_cast<size_t>(l)];
-    const std::string p = "blk." + std::to_string(l) + ".";
-    lw.attn_norm = vector_f32(gguf, p + "attn_norm.weight", c.n_embd);
-    lw.wq = matrix(gguf, p + "attn_q.weight", c.n_embd, c.q_dim());
-    lw.wk = matrix(gguf, p + "attn_k.weight", c.n_embd, c.kv_dim());
-    lw.wv = matrix(gguf, p + "attn_v.weight", c.n_embd, c.kv_dim());
-    lw.wo = matrix(gguf, p + "attn_output.weight", c.q_dim(), c.n_embd);
-    if (c.qkv_bias) {
-      lw.bq = vector_f32(gguf, p + "attn_q.bias", c.q_dim());
-      lw.bk = vector_f32(gguf, p + "attn_k.bias", c.kv_dim());
-      lw.bv = vector_f32(gguf, p + "attn_v.bias", c.kv_dim());
-    }
-    lw.ffn_norm = vector_f32(gguf, p + "ffn_norm.weight", c.n_embd);
-    lw.w_gate = matrix(gguf, p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    lw.w_up = matrix(gguf, p + "ffn_up.weight", c.n_embd, c.n_ff);
-    lw.w_down = matrix(gguf, p + "ffn_down.weight", c.n_ff, c.n_embd);
-  }
+  for (int l = 0; l < c.n_layers; ++l) w->layers[static_cast<size_t>(l)] = load_layer_weights(gguf, c, "blk." + std::to_string(l) + ".");
   return w;
 }
 

@@ -19,6 +19,15 @@ struct LayerWeights {
   WeightMatrix w_down;            // (n_embd, n_ff)
 };
 
+// A (n_out, n_in) weight matrix named `name` (GGUF dims {n_in, n_out}, any weight type).
+// Error naming the file and tensor when it is missing or has another shape or type.
+WeightMatrix matrix(const GgufFile& gguf, const std::string& name, int64_t n_in, int64_t n_out);
+// A 1-D tensor of n values (F32, F16 or BF16) converted to owned F32; Error as above.
+std::vector<float> vector_f32(const GgufFile& gguf, const std::string& name, int64_t n);
+// One decoder block's tensors `<prefix>attn_norm.weight` ... `<prefix>ffn_down.weight`,
+// validated against the config (Q/K/V biases when config.qkv_bias).
+LayerWeights load_layer_weights(const GgufFile& gguf, const ModelConfig& config, const std::string& prefix);
+
 struct Transformer::Weights {
   WeightMatrix token_embd;          // (n_vocab, n_embd), any weight type
   std::vector<float> output_norm;   // (n_embd)

@@ -2,7 +2,9 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -10,6 +12,7 @@
 
 #include "server/metrics.h"
 #include "server/openai_format.h"
+#include "server/peer_socket.h"
 #include "server/request_parse.h"
 #include "server/scheduler.h"
 #include "specdec/error.h"
@@ -22,6 +25,7 @@ using nlohmann::json;
 namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(1000);  // SSE keep-alive / disconnect probe
+constexpr auto kPeerProbeInterval = std::chrono::milliseconds(50);  // non-streaming disconnect probe
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -53,7 +57,18 @@ HttpServer::HttpServer(const ServedModel& model, Scheduler& scheduler, Metrics& 
   // Every waiting or streaming request holds a worker: size the pool above slots + queue so
   // that the scheduler, not the library's backlog, decides who waits (and who gets 503).
   const int n_threads = options.n_threads > 0 ? options.n_threads : scheduler.n_slots() + scheduler.queue_max() + 8;
+  listen_backlog_workers_ = n_threads;
   http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
+  // Each streamed token is a small write after the headers: without TCP_NODELAY, Nagle holds it
+  // until the client's (delayed, ~40 ms) ACK of the previous segment arrives.
+  http_->set_tcp_nodelay(true);
+  // The library listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's
+  // library): a burst of new connections overflows it and the kernel drops their handshakes,
+  // which the clients retry only after 1 s. Remember the listening socket to widen it in bind().
+  http_->set_socket_options([this](int sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = sock;
+  });
   http_->set_payload_max_length(options.max_body_bytes);
   http_->set_read_timeout(options.io_timeout, 0);
   http_->set_write_timeout(options.io_timeout, 0);
@@ -70,6 +85,9 @@ int HttpServer::bind() {
   } else if (!http_->bind_to_port(options_.host, port)) {
     throw Error("cannot bind to " + options_.host + ":" + std::to_string(port) + " (in use, or not a local address?)");
   }
+  // listen() again on a listening socket only changes its backlog (the kernel caps it at
+  // net.core.somaxconn): room for every worker's connection plus a burst.
+  if (listen_socket_ >= 0) ::listen(listen_socket_, std::max(128, 2 * listen_backlog_workers_));
   return port;
 }
 
@@ -216,9 +234,26 @@ void HttpServer::handle_generation(Endpoint endpoint, const httplib::Request& re
   };
 
   if (!parsed.stream) {
-    const bool done = wait_done(*job, options_.request_timeout + 60.0);
+    // Wait for the result, probing the connection: a client that hung up cancels its job (the
+    // slot is freed at the scheduler's next iteration) instead of holding it until the timeout.
+    const int fd = find_connection_socket(req.remote_addr, req.remote_port, req.local_port);
+    const double end = now_seconds() + options_.request_timeout + 60.0;
+    bool done = false;
+    while (!done && now_seconds() < end) {
+      auto event = job->wait_event(fd >= 0 ? kPeerProbeInterval : kPollInterval);
+      if (event && event->kind == JobEvent::Kind::Done) {
+        done = true;
+      } else if (fd >= 0 && !job->cancelled() && peer_has_closed(fd)) {
+        job->cancel();
+      }
+    }
     SPECDEC_CHECK(done, "request " + std::to_string(id) + " never finished");
     const JobResult& r = job->result();
+    if (job->cancelled()) {  // nobody reads the reply
+      set_json(res, 499, error_json(499, "client closed the connection"));
+      account(r, 499);
+      return;
+    }
     if (r.finish_reason == "error" || r.finish_reason == "cancelled") {
       const int status = r.finish_reason == "error" ? 500 : 503;
       set_json(res, status, error_json(status, r.error));

@@ -63,6 +63,8 @@ class HttpServer {
   Metrics& metrics_;
   HttpOptions options_;
   std::unique_ptr<httplib::Server> http_;
+  int listen_socket_ = -1;             // the listening socket (set while binding)
+  int listen_backlog_workers_ = 0;     // HTTP workers, to size the listen backlog
   std::atomic<uint64_t> next_id_{1};
   std::mutex log_mutex_;
 };

@@ -5,8 +5,10 @@
 
 namespace specdec::server {
 
-LoadAwareK::LoadAwareK(int probe_interval, int max_rows)
-    : costs_(std::make_unique<DraftLengthController>(64, max_rows)), probe_interval_(probe_interval) {}
+LoadAwareK::LoadAwareK(int probe_interval, int max_rows, int explore_interval)
+    : costs_(std::make_unique<DraftLengthController>(64, max_rows)),
+      probe_interval_(probe_interval),
+      explore_interval_(explore_interval) {}
 
 LoadAwareK::~LoadAwareK() = default;
 
@@ -31,6 +33,12 @@ int LoadAwareK::choose(int n_seqs, int k_max) {
       best_rate = rate;
       best_k = k;
     }
+  }
+  if (best_k > 0) {
+    plain_iterations_ = 0;
+  } else if (++plain_iterations_ >= explore_interval_) {
+    plain_iterations_ = 0;
+    best_k = 1;  // keep the acceptance estimate fresh (see the header)
   }
   return last_k_ = best_k;
 }

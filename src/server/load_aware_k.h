@@ -10,7 +10,10 @@
 // with t(M) the measured forward time of M rows (moving averages per row count, a least-squares
 // line between them: spec/draft_length.h) and t_draft the measured time per draft token. K*
 // drops toward 0 when the marginal draft rows stop paying. Every probe_interval iterations a
-// plain (K = 0) iteration keeps t(B) measured at the current batch size.
+// plain (K = 0) iteration keeps t(B) measured at the current batch size. While K* = 0, no draft
+// is verified and the acceptance estimates would freeze (a request that starts repeating itself
+// would never be noticed): every explore_interval plain iterations one K = 1 iteration measures
+// acceptance again, at a cost of B extra rows in one forward out of explore_interval.
 #pragma once
 
 #include <memory>
@@ -23,7 +26,7 @@ namespace specdec::server {
 
 class LoadAwareK {
  public:
-  explicit LoadAwareK(int probe_interval = 16, int max_rows = 2048);
+  explicit LoadAwareK(int probe_interval = 16, int max_rows = 2048, int explore_interval = 32);
   ~LoadAwareK();
 
   // K for n_seqs decoding sequences, in [0, k_max] (k_max >= 0). Cost: O(k_max).
@@ -42,7 +45,9 @@ class LoadAwareK {
  private:
   std::unique_ptr<DraftLengthController> costs_;
   int probe_interval_;
+  int explore_interval_;
   int iterations_since_probe_ = 0;
+  int plain_iterations_ = 0;  // consecutive iterations with K* = 0 (exploration counter)
   int last_k_ = 0;
 };
 

@@ -61,6 +61,7 @@ void DraftModelDrafter::forward_chain(std::span<const Token> tokens, bool want_l
                  0, logits);
     }
     model_.forward(batch_, caches, logits_);
+    forwarded_rows_ += static_cast<int64_t>(end - start);
     cached_.insert(cached_.end(), tokens.begin() + static_cast<std::ptrdiff_t>(start),
                    tokens.begin() + static_cast<std::ptrdiff_t>(end));
   }
@@ -72,6 +73,7 @@ void DraftModelDrafter::forward_chain(std::span<const Token> tokens, bool want_l
 
 std::vector<float> DraftModelDrafter::sync(std::span<const Token> context) {
   SPECDEC_CHECK(!context.empty(), "draft sync with an empty context");
+  drop_tree_rows();
   // Reuse the longest cached prefix; the last context token is always forwarded for its logits.
   const size_t n_keep = std::min(common_prefix(cached_, context), context.size() - 1);
   cache_.truncate(static_cast<int>(n_keep));
@@ -92,6 +94,7 @@ void DraftModelDrafter::begin(std::span<const Token> prompt) {
   if (prompt.empty()) throw Error("draft model: empty prompt");
   seeded_ = false;
   n_forwarded_ = 0;
+  drop_tree_rows();
   const size_t n_keep = std::min(common_prefix(cached_, prompt), prompt.size() - 1);
   cache_.truncate(static_cast<int>(n_keep));
   cached_.resize(n_keep);
@@ -107,6 +110,7 @@ Draft DraftModelDrafter::propose(std::span<const Token> context, int n_max, cons
   const double t0 = now_seconds();
   propose_base_ = static_cast<int>(context.size());
   n_forwarded_ = 0;
+  drop_tree_rows();
   // Every drafted node needs a draft position: context + (n_max - 1) forwarded tokens.
   n_max = std::min(n_max, cache_.capacity() - static_cast<int>(context.size()) + 1);
   Draft draft;
@@ -146,9 +150,11 @@ Draft DraftModelDrafter::propose_chain(std::span<const Token> context, int n_max
 }
 
 void DraftModelDrafter::accept(const Draft& draft, const Verdict& verdict) {
-  (void)draft;
+  if (!tree_slot_.empty()) {
+    accept_tree(draft, verdict);  // see draft_model_tree.cpp
+    return;
+  }
   // Chains: the cache holds the context plus n_forwarded_ draft tokens; keep the accepted ones.
-  // Trees leave only the context in the cache (see draft_model_tree.cpp).
   const int n_keep = propose_base_ + std::min(verdict.n_accepted(), n_forwarded_);
   if (n_keep < cache_.size()) {
     cache_.truncate(n_keep);
@@ -158,6 +164,7 @@ void DraftModelDrafter::accept(const Draft& draft, const Verdict& verdict) {
 }
 
 void DraftModelDrafter::rollback(int n_tokens) {
+  drop_tree_rows();
   if (n_tokens < cache_.size()) {
     cache_.truncate(std::max(0, n_tokens));
     cached_.resize(static_cast<size_t>(cache_.size()));

@@ -14,8 +14,10 @@ SpecMethod parse_spec_method(std::string_view text) {
   if (text == "lookup") return SpecMethod::Lookup;
   if (text == "hybrid") return SpecMethod::Hybrid;
   if (text == "tree") return SpecMethod::Tree;
+  if (text == "medusa") return SpecMethod::Medusa;
+  if (text == "eagle") return SpecMethod::Eagle;
   throw Error("unknown speculation method '" + std::string(text) +
-              "' (expected none, draft, ngram, lookup, hybrid or tree)");
+              "' (expected none, draft, ngram, lookup, hybrid, tree, medusa or eagle)");
 }
 
 const char* spec_method_name(SpecMethod method) {
@@ -26,6 +28,8 @@ const char* spec_method_name(SpecMethod method) {
     case SpecMethod::Lookup: return "lookup";
     case SpecMethod::Hybrid: return "hybrid";
     case SpecMethod::Tree: return "tree";
+    case SpecMethod::Medusa: return "medusa";
+    case SpecMethod::Eagle: return "eagle";
   }
   return "?";
 }

@@ -74,14 +74,19 @@ void SpeculativeDecoder::begin(std::span<const Token> prompt, const SamplingPara
   const size_t n_keep = std::min({common_prefix(tokens_, prompt), static_cast<size_t>(cache_.size()), prompt.size() - 1});
   cache_.truncate(static_cast<int>(n_keep));
   tokens_.assign(prompt.begin(), prompt.end());
+  const bool features = wants_features();
+  const size_t n_embd = static_cast<size_t>(target_.config().n_embd);
+  features_.resize(features ? n_keep * n_embd : 0);  // features of the kept prefix stay valid
   KvCache* caches[] = {&cache_};
   for (size_t start = n_keep; start + 1 < prompt.size(); start += kPrefillChunk) {
     const size_t end = std::min(prompt.size() - 1, start + kPrefillChunk);
     batch_.clear();
     for (size_t i = start; i < end; ++i) {
-      batch_.add(prompt[i], static_cast<int32_t>(i), i == start ? -1 : static_cast<int32_t>(i - start - 1), 0, false);
+      batch_.add(prompt[i], static_cast<int32_t>(i), i == start ? -1 : static_cast<int32_t>(i - start - 1), 0, false,
+                 features);
     }
-    target_.forward(batch_, caches, logits_);
+    target_.forward(batch_, caches, logits_, features ? &features_out_ : nullptr);
+    if (features) features_.insert(features_.end(), features_out_.final.begin(), features_out_.final.end());
   }
   stats_.n_prefill_tokens += static_cast<int64_t>(prompt.size() - 1 - n_keep);
   shadow_.clear();
@@ -173,7 +178,17 @@ int SpeculativeDecoder::draft_units(int n_proposed) {
   return std::max(1, n_proposed + n_caught_up);
 }
 
+void SpeculativeDecoder::share_features() {
+  if (!wants_features()) return;
+  const int n_embd = target_.config().n_embd;
+  SPECDEC_CHECK(features_.size() == static_cast<size_t>(cache_.size()) * n_embd,
+                "decoder holds " + std::to_string(features_.size() / n_embd) + " features for " +
+                    std::to_string(cache_.size()) + " cached tokens");
+  drafter_->set_features(features_, n_embd);
+}
+
 void SpeculativeDecoder::start_shadow(int n_max) {
+  share_features();
   const double t_draft = drafter_->draft_seconds();
   shadow_ = drafter_->propose(tokens_, n_max, sampling_);
   controller_->observe_draft(draft_units(shadow_.size()), drafter_->draft_seconds() - t_draft);
@@ -235,6 +250,7 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
   if (k > 0) {
     shadow_.clear();  // abandoned: its outcome is no longer observed token by token
     shadow_path_.clear();
+    share_features();
     const double t_draft = drafter_->draft_seconds();
     draft = drafter_->propose(tokens_, k, sampling_);
     controller_->observe_draft(draft_units(draft.size()), drafter_->draft_seconds() - t_draft);
@@ -259,14 +275,15 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
 
   // 2. One target forward over [last, nodes...] (a chain or the tree).
   batch_.clear();
-  batch_.add(tokens_.back(), n - 1, -1, 0, true);
+  const bool features = wants_features();  // every row's: the accepted ones are known only later
+  batch_.add(tokens_.back(), n - 1, -1, 0, true, features);
   for (int i = 0; i < draft.size(); ++i) {
     batch_.add(draft.tokens[static_cast<size_t>(i)], n - 1 + depth[static_cast<size_t>(i)],
-               draft.parent[static_cast<size_t>(i)] + 1, 0, true);
+               draft.parent[static_cast<size_t>(i)] + 1, 0, true, features);
   }
   KvCache* caches[] = {&cache_};
   const double t_forward = now_seconds();
-  target_.forward(batch_, caches, logits_);
+  target_.forward(batch_, caches, logits_, features ? &features_out_ : nullptr);
   const double forward_seconds = now_seconds() - t_forward;
   const int n_rows = batch_.size();
   controller_->observe_verify(n_rows, forward_seconds);
@@ -299,6 +316,14 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
     std::vector<int> keep = {0};
     for (int node : verdict.path) keep.push_back(node + 1);
     cache_.keep_rows(n - 1, keep);
+  }
+  if (features) {  // the features of the rows just kept: the last token's, then the path's
+    const auto append_row = [&](int row) {
+      const float* f = features_out_.row(row);
+      features_.insert(features_.end(), f, f + features_out_.n_embd);
+    };
+    append_row(0);
+    for (int node : verdict.path) append_row(node + 1);
   }
 
   // 5. Drafter rollback, commit, stats.
@@ -349,6 +374,7 @@ void SpeculativeDecoder::rollback(int n_tokens) {
   }
   tokens_.resize(static_cast<size_t>(n_tokens));
   cache_.truncate(std::min(cache_.size(), n_tokens - 1));
+  if (!features_.empty()) features_.resize(static_cast<size_t>(cache_.size()) * target_.config().n_embd);
   shadow_.clear();
   shadow_path_.clear();
   if (drafter_) drafter_->rollback(n_tokens);

@@ -55,6 +55,28 @@ TEST(CliBench, WithoutADrafterSkipsTheEndToEndPart) {
   EXPECT_NE(r.err.find("bench: c(M)"), std::string::npos) << "progress goes to stderr: " << r.err;
 }
 
+TEST(CliBench, PromptsFileTakesJsonStringLinesForMultiLinePrompts) {
+  SPECDEC_REQUIRE_CLI();
+  SPECDEC_FIXTURE(model, "models/stories260K.gguf");
+  const std::string prompts = testing::temp_dir() + "/prompts.txt";
+  const std::string json = testing::temp_dir() + "/prompts-bench.json";
+  {
+    std::ofstream out(prompts);
+    out << "Once upon a time\n\n\"Lily had a ball.\\nShe\"\n";
+  }
+  auto r = run_cli("bench -m '" + model + "' --spec lookup --reps 1 --min-rep-ms 0 --bw-mib 0 --m-max 2 --ctx-long 0 " +
+                   "-n 4 -q --prompts '" + prompts + "' --json '" + json + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_EQ(nlohmann::json::parse(read_all(json))["end_to_end"]["prompts"].get<int>(), 2);
+  {
+    std::ofstream out(prompts);
+    out << "plain line\n\"unterminated\n";
+  }
+  r = run_cli("bench -m '" + model + "' --spec lookup --reps 1 --bw-mib 0 --prompts '" + prompts + "'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("line 2"), std::string::npos) << r.err;
+}
+
 TEST(CliBench, BadArgumentsFailWithAMessage) {
   SPECDEC_REQUIRE_CLI();
   auto r = run_cli("bench -m /nonexistent/model.gguf --reps 1 --bw-mib 0");

@@ -1,4 +1,4 @@
-// The AVX-512 activation quantizer of matmul produces exactly the scalar quantizer's bytes,
+// The AVX-512 and AVX2 activation quantizers of matmul produce exactly the scalar quantizer's bytes,
 // scales and block sums (so the integer paths of every ISA start from the same activations),
 // on random rows with outliers, exact ties (x / d = k + 0.5), zeros and non-finite values.
 #include <gtest/gtest.h>
@@ -46,9 +46,10 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
-TEST(MatmulActivations, Avx512QuantizerEqualsScalar) {
-  if (detected_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
-  Rng rng(testing::test_seed("matmul activations"));
+// The vectorised quantizer `quantize_simd` gives the scalar quantizer's bytes and scales bit for bit.
+void check_quantizer_equals_scalar(void (*quantize_simd)(const float*, int, int64_t, const QuantizedActs&),
+                                   const char* seed_name) {
+  Rng rng(testing::test_seed(seed_name));
   for (int64_t n_in : {32, 96, 2048, 2080}) {
     const int M = 7;
     std::vector<float> x(static_cast<size_t>(M * n_in));  // (M, n_in)
@@ -62,7 +63,7 @@ TEST(MatmulActivations, Avx512QuantizerEqualsScalar) {
     x[4 * n_in + 7] = 1e-40f;                                         // row 4: a denormal
     ActBuffers scalar(M, n_in), simd(M, n_in);
     quantize_activations(x.data(), M, n_in, scalar.acts);
-    quantize_activations_avx512(x.data(), M, n_in, simd.acts);
+    quantize_simd(x.data(), M, n_in, simd.acts);
     EXPECT_EQ(scalar.values, simd.values) << "n_in " << n_in;
     EXPECT_TRUE(same_bits(scalar.lane_scale, simd.lane_scale)) << "n_in " << n_in;
     EXPECT_TRUE(same_bits(scalar.sums16, simd.sums16)) << "n_in " << n_in;
@@ -73,6 +74,16 @@ TEST(MatmulActivations, Avx512QuantizerEqualsScalar) {
     EXPECT_EQ(scalar.values[static_cast<size_t>(scalar.acts.n_pad) + 1],
               static_cast<int8_t>(std::round(x[n_in + 1])));
   }
+}
+
+TEST(MatmulActivations, Avx512QuantizerEqualsScalar) {
+  if (detected_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  check_quantizer_equals_scalar(quantize_activations_avx512, "matmul activations");
+}
+
+TEST(MatmulActivations, Avx2QuantizerEqualsScalar) {
+  if (detected_isa() == Isa::Scalar) GTEST_SKIP() << "no AVX2 on this CPU";
+  check_quantizer_equals_scalar(quantize_activations_avx2, "matmul activations avx2");
 }
 
 }  // namespace

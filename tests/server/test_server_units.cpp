@@ -45,6 +45,32 @@ TEST(LoadAwareK, DraftsLongAloneAndShrinksUnderLoad) {
   EXPECT_GT(alone.predicted_rate(1, k_alone), alone.predicted_rate(1, 0));
 }
 
+TEST(LoadAwareK, ExploresWhileAtZeroAndResumesDraftingWhenAcceptanceReturns) {
+  // One sequence, drafts costing 0.1 of a forward: drafting pays only with real acceptance.
+  LoadAwareK k(/*probe_interval=*/1000, /*max_rows=*/2048, /*explore_interval=*/8);
+  auto step = [&](bool accept) {  // one iteration; every drafted token accepted iff accept
+    const int chosen = k.choose(1, 8);
+    k.observe_forward(chosen + 1, forward_seconds(chosen + 1));
+    if (chosen > 0) {
+      k.observe_draft(chosen, chosen * 1e-4);
+      k.observe_acceptance(chosen, accept ? chosen : 0);
+    }
+    return chosen;
+  };
+  for (int i = 0; i < 100; ++i) step(false);  // nothing is ever accepted: K* = 0
+  int n_explore = 0;
+  for (int i = 0; i < 64; ++i) {
+    const int chosen = step(false);
+    EXPECT_LE(chosen, 1) << "no acceptance: only exploration drafts, one token";
+    n_explore += chosen > 0;
+  }
+  EXPECT_EQ(n_explore, 8) << "one K = 1 iteration per 8";
+  // The text starts repeating: exploration drafts are accepted and K grows again.
+  int k_max_seen = 0;
+  for (int i = 0; i < 200 && k_max_seen < 4; ++i) k_max_seen = std::max(k_max_seen, step(true));
+  EXPECT_GE(k_max_seen, 4) << "acceptance came back, K did not";
+}
+
 TEST(LoadAwareK, ProbesWithAPlainIterationAndRespectsKMax) {
   LoadAwareK k(4);
   int n_zero = 0;

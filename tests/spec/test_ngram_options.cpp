@@ -11,14 +11,15 @@ namespace specdec {
 namespace {
 
 TEST(ModelFreeOptions, ParsesEverySpecMethod) {
-  for (SpecMethod m : {SpecMethod::None, SpecMethod::Draft, SpecMethod::Ngram, SpecMethod::Lookup, SpecMethod::Hybrid}) {
+  for (SpecMethod m : {SpecMethod::None, SpecMethod::Draft, SpecMethod::Ngram, SpecMethod::Lookup, SpecMethod::Hybrid,
+                       SpecMethod::Tree, SpecMethod::Medusa, SpecMethod::Eagle}) {
     EXPECT_EQ(parse_spec_method(spec_method_name(m)), m);
   }
   try {
-    parse_spec_method("medusa");
+    parse_spec_method("hydra");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'medusa'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("'hydra'"), std::string::npos);
   }
   EXPECT_EQ(default_spec_method(true), SpecMethod::Draft);
   EXPECT_EQ(default_spec_method(false), SpecMethod::Lookup);

@@ -272,8 +272,10 @@ TEST(DraftModelTree, GreedyTreesAreReRankedToTheBudget) {
     EXPECT_EQ(d.size(), nodes) << "re-ranking fills the budget";
     const auto depths = node_depths(d);
     std::printf("[measure] draft tree budget %d: depth %d\n", nodes, *std::max_element(depths.begin(), depths.end()));
-    // The cache holds only committed tokens afterwards (tree nodes are never left in it).
+    // The cache holds the context, then each expanded node once (until accept()).
     EXPECT_EQ(drafter.cached_tokens().size(), context.size());
+    EXPECT_EQ(drafter.cache().size(), static_cast<int>(context.size()) + drafter.last_expanded());
+    EXPECT_GT(drafter.last_expanded(), 0);
     // The best child of the root is the draft's greedy token.
     DraftModelDrafter chain(*draft_model);
     chain.begin(context);

@@ -11,6 +11,7 @@
 
 #include "common/testing.h"
 #include "sampling/chi_square.h"
+#include "spec/exact_sequences.h"
 #include "spec/spec_models.h"
 #include "spec/synthetic.h"
 #include "specdec/draft_model.h"
@@ -25,23 +26,8 @@ constexpr int kCells = kVocab * kVocab * kVocab;
 constexpr double kFamilyAlpha = 1e-4;
 const std::vector<Token> kPrompt = {1, 5};
 
-SamplingParams plain_t1() {
-  SamplingParams s;
-  s.temperature = 1.0f;
-  s.top_k = 0;
-  s.top_p = 1.0f;
-  s.min_p = 0.0f;
-  return s;
-}
-
-SamplingParams truncated_t07() {
-  SamplingParams s;
-  s.temperature = 0.7f;
-  s.top_k = 5;
-  s.top_p = 0.9f;
-  s.min_p = 0.0f;
-  return s;
-}
+using testing::plain_t1;
+using testing::truncated_t07;
 
 SamplingParams with_penalties() {
   SamplingParams s = plain_t1();
@@ -51,36 +37,8 @@ SamplingParams with_penalties() {
   return s;
 }
 
-// P(t1 t2 t3 | prompt) under the target, by enumeration: (512) indexed t1 * 64 + t2 * 8 + t3.
 std::vector<double> exact_distribution(Transformer& target, const SamplingParams& sampling) {
-  std::vector<double> probs(kCells, 0.0);
-  auto next_dist = [&](const std::vector<Token>& seq) {
-    KvCache cache = target.new_cache();
-    Batch batch;
-    for (size_t i = 0; i < seq.size(); ++i) {
-      batch.add(seq[i], static_cast<int32_t>(i), static_cast<int32_t>(i) - 1, 0, i + 1 == seq.size());
-    }
-    Logits logits;
-    KvCache* caches[] = {&cache};
-    target.forward(batch, caches, logits);
-    const SparseDist d = make_distribution(std::span<const float>(logits.row(0), kVocab), sampling, seq);
-    return testing::to_dense(d, kVocab);
-  };
-  const auto p1 = next_dist(kPrompt);
-  for (int a = 0; a < kVocab; ++a) {
-    if (p1[a] == 0.0) continue;
-    auto s1 = kPrompt;
-    s1.push_back(a);
-    const auto p2 = next_dist(s1);
-    for (int b = 0; b < kVocab; ++b) {
-      if (p2[b] == 0.0) continue;
-      auto s2 = s1;
-      s2.push_back(b);
-      const auto p3 = next_dist(s2);
-      for (int c = 0; c < kVocab; ++c) probs[static_cast<size_t>(a * 64 + b * 8 + c)] = p1[a] * p2[b] * p3[c];
-    }
-  }
-  return probs;
+  return testing::exact_first_three(target, sampling, kPrompt);
 }
 
 struct Setup {

@@ -47,6 +47,14 @@ class LlamaReference:
 
     def forward(self, tokens) -> np.ndarray:
         """Logits (T, n_vocab) for tokens at positions 0..T-1 (causal)."""
+        return self.features(tokens) @ self.output_matrix().T
+
+    def output_matrix(self) -> np.ndarray:
+        """(n_vocab, dim): output.weight, or token_embd.weight when the model ties them."""
+        return self.w.get("output.weight", self.w["token_embd.weight"])
+
+    def features(self, tokens) -> np.ndarray:
+        """Final hidden states after output_norm (T, dim): logits = features @ output^T."""
         w, n_tok = self.w, len(tokens)
         positions = np.arange(n_tok, dtype=np.float64)
         x = w["token_embd.weight"][np.asarray(tokens)]  # (T, dim)
@@ -71,8 +79,7 @@ class LlamaReference:
             gate = h @ w[p + "ffn_gate.weight"].T
             up = h @ w[p + "ffn_up.weight"].T
             x = x + (gate / (1 + np.exp(-gate)) * up) @ w[p + "ffn_down.weight"].T
-        out_w = w.get("output.weight", w["token_embd.weight"])
-        return self._rms(x, w["output_norm.weight"]) @ out_w.T
+        return self._rms(x, w["output_norm.weight"])
 
 
 def spm_encode(text: str, tokens: list, scores: list, add_space_prefix: bool) -> list:

@@ -24,3 +24,21 @@ $PY $T/check_export.py --ckpt $W/draft/final.pt --gguf $W/export/draft-f16.gguf
 $PY $T/evaluate.py --model $W/target/final.pt --draft $W/draft/final.pt --spec-prompts 8 --samples 2 \
   | tee $W/export/evaluation.txt
 echo "pipeline done: $W/export"
+# Self-speculation heads (issue 12, docs/HEADS.md): features of the final target, Medusa and
+# EAGLE trained on them, GGUFs checked against PyTorch, evaluation (tools/train/README.md).
+H=$W/heads
+TG=$W/export/target-f16.gguf
+$PY $T/collect_features.py --target $W/target/final.pt --out $H/features
+$PY $T/train_heads.py --kind medusa --features $H/features --out $H/medusa
+$PY $T/train_heads.py --kind eagle --features $H/features --out $H/eagle
+for kind in medusa eagle; do
+  [ -f $H/$kind.gguf ] || $PY $T/export_heads.py --heads $H/$kind/final.pt --target-gguf $TG --out $H/$kind.gguf
+done
+if [ ! -f $H/evaluation.txt ]; then
+  $PY $T/check_heads.py --target $W/target/final.pt --target-gguf $TG --medusa $H/medusa/final.pt \
+    --medusa-gguf $H/medusa.gguf --eagle $H/eagle/final.pt --eagle-gguf $H/eagle.gguf
+  $PY $T/eval_heads.py --target $W/target/final.pt --medusa $H/medusa/final.pt \
+    --eagle $H/eagle/final.pt >$H/evaluation.tmp
+  mv $H/evaluation.tmp $H/evaluation.txt
+fi
+echo "heads done: $H"

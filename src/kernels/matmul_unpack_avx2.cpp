@@ -1,9 +1,11 @@
-// AVX-512 decoders of quantized weight rows into the integer-kernel form (matmul_internal.h):
-// w[i] = scale16[i / 16] * q[i] + min16[i / 16], plus coef16 = min16 - 128 * scale16 for the
-// AVX-512 kernel. They produce exactly the values of unpack_row_scalar (matmul_unpack.cpp,
-// which documents the block layouts), only faster. Types not covered here (Q2_K, Q3_K) use it.
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 AVX-512 headers (bug 105593)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// AVX2 decoders of quantized weight rows into the integer-kernel form (matmul_internal.h):
+// w[i] = scale16[i / 16] * q[i] + min16[i / 16], plus coef16 = min16 - 128 * scale16. They
+// produce exactly the values of unpack_row_scalar (matmul_unpack.cpp documents the block
+// layouts) with the same float operations, only vectorised. Used by the AVX2 path and by the
+// AVX-512 path for the types its in-place tiles do not cover (AVX-512 machines have AVX2; one
+// decoder per type keeps the two paths from drifting). Before they existed the AVX2 path spent
+// nearly all its time in the scalar decoder (7-25x slower than AVX-512). Types not covered
+// here (Q2_K, Q3_K) use the scalar decoder.
 #include <immintrin.h>
 
 #include <cstring>
@@ -27,11 +29,11 @@ inline void set_block_scales(const UnpackedRow& out, int64_t b, float scale, flo
   out.coef16[2 * b] = out.coef16[2 * b + 1] = coef;
 }
 
-// 16 groups of super-block b from 16 scales and 16 additive terms.
-inline void set_superblock_scales(const UnpackedRow& out, int64_t b, __m512 scale, __m512 min) {
-  _mm512_storeu_ps(out.scale16 + 16 * b, scale);
-  _mm512_storeu_ps(out.min16 + 16 * b, min);
-  _mm512_storeu_ps(out.coef16 + 16 * b, _mm512_sub_ps(min, _mm512_mul_ps(_mm512_set1_ps(128.0f), scale)));
+// 8 groups starting at group g from 8 scales and 8 additive terms.
+inline void set_group_scales8(const UnpackedRow& out, int64_t g, __m256 scale, __m256 min) {
+  _mm256_storeu_ps(out.scale16 + g, scale);
+  _mm256_storeu_ps(out.min16 + g, min);
+  _mm256_storeu_ps(out.coef16 + g, _mm256_sub_ps(min, _mm256_mul_ps(_mm256_set1_ps(128.0f), scale)));
 }
 
 // 32 values from 16 bytes: low nibbles first, then high nibbles.
@@ -39,6 +41,16 @@ inline __m256i nibbles_32(const uint8_t* qs) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   const __m128i mask = _mm_set1_epi8(0x0F);
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask));
+}
+
+// Byte j = 0x10 where bit j of the 32-bit qh is set, else 0.
+inline __m256i fifth_bits(uint32_t qh) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(qh)),
+      _mm256_setr_epi64x(0x0000000000000000LL, 0x0101010101010101LL, 0x0202020202020202LL, 0x0303030303030303LL));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
 template <typename Block, bool kFiveBit, bool kHasMin>
@@ -52,7 +64,7 @@ void unpack_legacy(const void* row, int64_t n_blocks, const UnpackedRow& out) {
     if constexpr (kFiveBit) {
       uint32_t qh;
       std::memcpy(&qh, blk.qh, 4);
-      q = _mm256_or_si256(q, _mm256_and_si256(_mm256_movm_epi8(qh), _mm256_set1_epi8(0x10)));
+      q = _mm256_or_si256(q, fifth_bits(qh));
     }
     if constexpr (kHasMin) min = half_to_float(blk.m);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q + 32 * b), _mm256_sub_epi8(q, offset));
@@ -73,8 +85,9 @@ void unpack_q8_0(const void* row, int64_t n_blocks, const UnpackedRow& out) {
 // 32 values = 2 groups of 16.
 template <bool kFiveBit>
 void unpack_q45_k(const void* row, int64_t n_blocks, const UnpackedRow& out) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m512i pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  const __m256i pairs_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+  const __m256i pairs_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* qs;
     const uint8_t* qh = nullptr;
@@ -100,8 +113,8 @@ void unpack_q45_k(const void* row, int64_t n_blocks, const UnpackedRow& out) {
         static_cast<long long>((static_cast<uint64_t>(m_hi) << 32) | m_lo))));
     const __m256 scale8 = _mm256_mul_ps(_mm256_set1_ps(d), sc);
     const __m256 min8 = _mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_mul_ps(_mm256_set1_ps(dmin), mn));  // -(dmin * m)
-    set_superblock_scales(out, b, _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(scale8)),
-                          _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(min8)));
+    set_group_scales8(out, 16 * b, _mm256_permutevar8x32_ps(scale8, pairs_lo), _mm256_permutevar8x32_ps(min8, pairs_lo));
+    set_group_scales8(out, 16 * b + 8, _mm256_permutevar8x32_ps(scale8, pairs_hi), _mm256_permutevar8x32_ps(min8, pairs_hi));
     int8_t* q = out.q + 256 * b;
     __m256i high = _mm256_setzero_si256();
     if constexpr (kFiveBit) high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
@@ -109,10 +122,11 @@ void unpack_q45_k(const void* row, int64_t n_blocks, const UnpackedRow& out) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
       __m256i lo = _mm256_and_si256(v, low4);
       __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-      if constexpr (kFiveBit) {
-        const __m256i sixteen = _mm256_set1_epi8(16);
-        lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(high, _mm256_set1_epi8(static_cast<char>(1 << (2 * j)))), lo, sixteen);
-        hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(high, _mm256_set1_epi8(static_cast<char>(2 << (2 * j)))), hi, sixteen);
+      if constexpr (kFiveBit) {  // bit 2j of qh[l] is the fifth bit of lo[l], bit 2j + 1 of hi[l]
+        const __m256i b_lo = _mm256_and_si256(_mm256_srli_epi16(high, 2 * j), one);
+        const __m256i b_hi = _mm256_and_si256(_mm256_srli_epi16(high, 2 * j + 1), one);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(b_lo, 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(b_hi, 4));
       }
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * j), lo);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * j + 32), hi);
@@ -124,8 +138,11 @@ void unpack_q6_k(const void* row, int64_t n_blocks, const UnpackedRow& out) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ6_K& blk = static_cast<const BlockQ6_K*>(row)[b];
-    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales))));
-    set_superblock_scales(out, b, _mm512_mul_ps(_mm512_set1_ps(half_to_float(blk.d)), sc), _mm512_setzero_ps());
+    const __m256 d = _mm256_set1_ps(half_to_float(blk.d));
+    for (int h = 0; h < 2; ++h) {
+      const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h))));
+      set_group_scales8(out, 16 * b + 8 * h, _mm256_mul_ps(d, sc), _mm256_setzero_ps());
+    }
     for (int n = 0; n < 2; ++n) {
       const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * n));
       const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * n + 32));
@@ -144,24 +161,33 @@ void unpack_q6_k(const void* row, int64_t n_blocks, const UnpackedRow& out) {
   }
 }
 
+// Whether some of the n_groups additive terms is non-zero (unpack_row_scalar's return value).
+bool any_nonzero(const float* min16, int64_t n_groups) {
+  for (int64_t g = 0; g < n_groups; ++g)
+    if (min16[g] != 0.0f) return true;
+  return false;
+}
+
 }  // namespace
 
-bool try_unpack_row_avx512(DType type, const void* row, int64_t n_in, const UnpackedRow& out) {
+bool try_unpack_row_avx2(DType type, const void* row, int64_t n_in, const UnpackedRow& out, bool* has_min) {
   const int64_t n32 = n_in / 32, n256 = n_in / 256;
+  bool may_have_min = false;
   switch (type) {
     case DType::Q8_0: unpack_q8_0(row, n32, out); break;
     case DType::Q4_0: unpack_legacy<BlockQ4_0, false, false>(row, n32, out); break;
-    case DType::Q4_1: unpack_legacy<BlockQ4_1, false, true>(row, n32, out); break;
+    case DType::Q4_1: unpack_legacy<BlockQ4_1, false, true>(row, n32, out); may_have_min = true; break;
     case DType::Q5_0: unpack_legacy<BlockQ5_0, true, false>(row, n32, out); break;
-    case DType::Q5_1: unpack_legacy<BlockQ5_1, true, true>(row, n32, out); break;
-    case DType::Q4_K: unpack_q45_k<false>(row, n256, out); break;
-    case DType::Q5_K: unpack_q45_k<true>(row, n256, out); break;
+    case DType::Q5_1: unpack_legacy<BlockQ5_1, true, true>(row, n32, out); may_have_min = true; break;
+    case DType::Q4_K: unpack_q45_k<false>(row, n256, out); may_have_min = true; break;
+    case DType::Q5_K: unpack_q45_k<true>(row, n256, out); may_have_min = true; break;
     case DType::Q6_K: unpack_q6_k(row, n256, out); break;
     default: return false;
   }
   const int64_t n_pad = padded_values(n_in), n_groups_pad = padded_groups(n_in);
   std::memset(out.q + n_in, 0, static_cast<size_t>(n_pad - n_in));
   for (int64_t g = n_in / 16; g < n_groups_pad; ++g) out.scale16[g] = out.min16[g] = out.coef16[g] = 0.0f;
+  *has_min = may_have_min && any_nonzero(out.min16, n_in / 16);
   return true;
 }
 

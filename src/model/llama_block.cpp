@@ -1,0 +1,120 @@
+// model/llama_block.cpp — one Llama/Qwen2 decoder block over N rows (see llama_block.h).
+#include "model/llama_block.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "specdec/thread_pool.h"
+
+namespace specdec {
+
+float* sized(std::vector<float>& buffer, size_t n) {
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+void for_rows(ThreadPool* pool, int n_rows, const std::function<void(int, int)>& fn) {
+  constexpr int kMinRowsPerTask = 4;
+  const int n_threads = pool ? pool->size() : 1;
+  const int n_tasks = std::min(n_threads, n_rows / kMinRowsPerTask);
+  if (n_tasks <= 1) {
+    fn(0, n_rows);
+    return;
+  }
+  pool->parallel_for(n_tasks, [&](int task, int) {
+    fn(static_cast<int>(static_cast<int64_t>(n_rows) * task / n_tasks),
+       static_cast<int>(static_cast<int64_t>(n_rows) * (task + 1) / n_tasks));
+  });
+}
+
+void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::span<const SeqPlan> seqs,
+                 std::span<const int> slot, const float* rope_table, int n_rows, float* x, BlockScratch& s,
+                 ThreadPool* pool) {
+  const size_t n = static_cast<size_t>(n_rows);
+  const int q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_embd = c.n_embd, n_ff = c.n_ff, n_rot = c.rope.n_rot;
+  float* xn = sized(s.xn, n * n_embd);
+  float* q = sized(s.q, n * q_dim);
+  float* k = sized(s.k, n * kv_dim);
+  float* v = sized(s.v, n * kv_dim);
+  float* attn = sized(s.attn, n * q_dim);
+  float* proj = sized(s.proj, n * n_embd);
+  float* gate = sized(s.gate, n * n_ff);
+  float* up = sized(s.up, n * n_ff);
+  const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
+
+  for_rows(pool, n_rows, [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) {
+      rmsnorm(x + static_cast<size_t>(i) * n_embd, lw.attn_norm.data(), n_embd, c.rms_eps,
+              xn + static_cast<size_t>(i) * n_embd);
+    }
+  });
+  matmul(lw.wq, xn, n_rows, q, pool);
+  matmul(lw.wk, xn, n_rows, k, pool);
+  matmul(lw.wv, xn, n_rows, v, pool);
+  for_rows(pool, n_rows, [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) {
+      float* qi = q + static_cast<size_t>(i) * q_dim;
+      float* ki = k + static_cast<size_t>(i) * kv_dim;
+      float* vi = v + static_cast<size_t>(i) * kv_dim;
+      if (c.qkv_bias) {
+        add_inplace(qi, lw.bq.data(), q_dim);
+        add_inplace(ki, lw.bk.data(), kv_dim);
+        add_inplace(vi, lw.bv.data(), kv_dim);
+      }
+      const float* cos_sin = rope_table + static_cast<size_t>(i) * n_rot;
+      rope_apply(qi, c.n_heads, c.head_dim, cos_sin, c.rope);
+      rope_apply(ki, c.n_kv_heads, c.head_dim, cos_sin, c.rope);
+    }
+  });
+  for (const SeqPlan& sp : seqs) {
+    for (int row : sp.rows) {
+      std::memcpy(sp.cache->k(layer, slot[static_cast<size_t>(row)]), k + static_cast<size_t>(row) * kv_dim,
+                  sizeof(float) * kv_dim);
+      std::memcpy(sp.cache->v(layer, slot[static_cast<size_t>(row)]), v + static_cast<size_t>(row) * kv_dim,
+                  sizeof(float) * kv_dim);
+    }
+  }
+  for (const SeqPlan& sp : seqs) {
+    const int m = static_cast<int>(sp.rows.size());
+    const AttentionRows rows{m, sp.n_visible, sp.extra_begin.data(), sp.extra_slots.data()};
+    const bool whole_batch = m == n_rows;  // rows are then exactly 0..N-1 in order
+    const float* seq_q = q;
+    float* seq_out = attn;
+    if (!whole_batch) {
+      float* gathered = sized(s.seq_q, static_cast<size_t>(m) * q_dim);
+      for (int r = 0; r < m; ++r) {
+        std::memcpy(gathered + static_cast<size_t>(r) * q_dim, q + static_cast<size_t>(sp.rows[r]) * q_dim,
+                    sizeof(float) * q_dim);
+      }
+      seq_q = gathered;
+      seq_out = sized(s.seq_out, static_cast<size_t>(m) * q_dim);
+    }
+    attention(shape, rows, seq_q, sp.cache->k(layer, 0), sp.cache->v(layer, 0), static_cast<size_t>(kv_dim), seq_out,
+              pool);
+    if (!whole_batch) {
+      for (int r = 0; r < m; ++r) {
+        std::memcpy(attn + static_cast<size_t>(sp.rows[r]) * q_dim, seq_out + static_cast<size_t>(r) * q_dim,
+                    sizeof(float) * q_dim);
+      }
+    }
+  }
+  matmul(lw.wo, attn, n_rows, proj, pool);
+  add_inplace(x, proj, n_rows * n_embd);
+
+  for_rows(pool, n_rows, [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) {
+      rmsnorm(x + static_cast<size_t>(i) * n_embd, lw.ffn_norm.data(), n_embd, c.rms_eps,
+              xn + static_cast<size_t>(i) * n_embd);
+    }
+  });
+  matmul(lw.w_gate, xn, n_rows, gate, pool);
+  matmul(lw.w_up, xn, n_rows, up, pool);
+  for_rows(pool, n_rows, [&](int begin, int end) {
+    const size_t offset = static_cast<size_t>(begin) * n_ff;
+    swiglu(gate + offset, up + offset, (end - begin) * n_ff, gate + offset);
+  });
+  matmul(lw.w_down, gate, n_rows, proj, pool);
+  add_inplace(x, proj, n_rows * n_embd);
+}
+
+}  // namespace specdec

@@ -1,0 +1,47 @@
+// model/llama_block.h — one Llama decoder block over N rows (internal to the model layer).
+// Shared by Transformer::forward and the EAGLE draft layer (heads_eagle.cpp), so both compute a
+// block with the same kernels in the same order.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "model/batch_plan.h"
+#include "model/weights.h"
+
+namespace specdec {
+
+class ThreadPool;
+
+// Activations of one block call, grown to the largest batch seen and reused across calls.
+struct BlockScratch {
+  std::vector<float> xn;       // (N, n_embd) normalized residual
+  std::vector<float> q;        // (N, q_dim)
+  std::vector<float> k;        // (N, kv_dim)
+  std::vector<float> v;        // (N, kv_dim)
+  std::vector<float> attn;     // (N, q_dim) attention output
+  std::vector<float> proj;     // (N, n_embd) attn_output / ffn_down result
+  std::vector<float> gate;     // (N, n_ff), then swiglu(gate, up)
+  std::vector<float> up;       // (N, n_ff)
+  std::vector<float> seq_q;    // (M, q_dim) queries of one sequence when rows interleave
+  std::vector<float> seq_out;  // (M, q_dim) their attention output
+};
+
+// Grows buffer to at least n floats and returns its data.
+float* sized(std::vector<float>& buffer, size_t n);
+
+// Runs fn(row_begin, row_end) over [0, n_rows) in chunks on the pool (pool may be nullptr).
+// For per-row work only, so the chunking never changes a result.
+void for_rows(ThreadPool* pool, int n_rows, const std::function<void(int, int)>& fn);
+
+// x (n_rows, n_embd) <- block `layer` applied in place. rope_table (n_rows, n_rot): each row's
+// (cos, sin) pairs. Row i writes its K/V into layer `layer` of the cache of its SeqPlan at
+// slot[i] and attends as its SeqPlan says (cache prefix, then extra slots, in that order).
+// Every row's result depends on its own inputs and visible K/V only (batch invariant).
+// Cost: one pass over the block's weights for all rows + attention over the visible keys.
+void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::span<const SeqPlan> seqs,
+                 std::span<const int> slot, const float* rope_table, int n_rows, float* x, BlockScratch& s,
+                 ThreadPool* pool);
+
+}  // namespace specdec

@@ -1,0 +1,69 @@
+// The committed demo pair (models/demo-target.gguf, models/demo-draft.gguf; issue 5): both
+// load, share one tokenizer token for token, and speculative decoding with the draft gives
+// exactly the target's greedy output on Python prompts, with and without a fixed K.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "specdec/engine.h"
+#include "specdec/gguf.h"
+#include "specdec/model.h"
+
+namespace specdec {
+namespace {
+
+std::string repo_file(const char* relative) { return std::string(SPECDEC_SOURCE_DIR) + "/" + relative; }
+
+const char* kTarget = "models/demo-target.gguf";
+const char* kDraft = "models/demo-draft.gguf";
+
+TEST(DemoPair, BothModelsLoadAndShareTheTokenizer) {
+  // The pair is part of the repository, not a fixture: a checkout without it is broken.
+  ASSERT_TRUE(std::filesystem::exists(repo_file(kTarget))) << repo_file(kTarget) << " is missing";
+  ASSERT_TRUE(std::filesystem::exists(repo_file(kDraft))) << repo_file(kDraft) << " is missing";
+  const auto target = Transformer::load(repo_file(kTarget), {1});
+  const auto draft = Transformer::load(repo_file(kDraft), {1});
+  EXPECT_EQ(target->config().arch, "llama");
+  EXPECT_EQ(draft->config().arch, "llama");
+  EXPECT_EQ(target->config().n_vocab, draft->config().n_vocab);
+  EXPECT_GE(target->config().n_ctx_train, 1024);
+  // The draft exists to be cheap: at least 4x fewer weight bytes per token.
+  EXPECT_LT(draft->weight_bytes() * 4, target->weight_bytes());
+  const auto& target_tokens = target->gguf().get_string_array("tokenizer.ggml.tokens");
+  const auto& draft_tokens = draft->gguf().get_string_array("tokenizer.ggml.tokens");
+  EXPECT_EQ(target_tokens, draft_tokens);
+}
+
+TEST(DemoPair, SpeculativeGreedyEqualsPlainGreedy) {
+  ASSERT_TRUE(std::filesystem::exists(repo_file(kTarget)));
+  ASSERT_TRUE(std::filesystem::exists(repo_file(kDraft)));
+  for (bool adaptive : {true, false}) {
+    EngineOptions o;
+    o.model_path = repo_file(kTarget);
+    o.draft_path = repo_file(kDraft);
+    o.n_threads = 1;
+    o.spec.adaptive = adaptive;
+    o.spec.draft_max = 4;
+    Engine engine(o);
+    for (const char* prompt : {"import os\nimport sys\n\n\ndef main(argv):\n",
+                               "class Point:\n    def __init__(self, x, y):\n        self.x = x\n",
+                               "    for i in range(10):\n"}) {
+      GenerateRequest request;
+      request.prompt = prompt;
+      request.max_tokens = 48;
+      request.sampling.temperature = 0.0f;
+      request.speculative = false;
+      const auto plain = engine.generate(request);
+      request.speculative = true;
+      const auto spec = engine.generate(request);
+      EXPECT_EQ(spec.tokens, plain.tokens) << (adaptive ? "adaptive K: " : "K = 4: ") << prompt;
+      EXPECT_EQ(spec.text, plain.text);
+      EXPECT_GT(spec.stats.n_drafted, 0) << "the draft model never drafted";
+      EXPECT_GT(spec.stats.n_accepted, 0) << "a trained draft should agree with its target sometimes";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace specdec

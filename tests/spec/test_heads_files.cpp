@@ -1,0 +1,143 @@
+// Loading Medusa heads and EAGLE layers (docs/HEADS.md): valid files load; a foreign target's
+// fingerprint, a wrong architecture, missing keys and tensors, wrong shapes and unknown tensors
+// are Errors naming the file and the offending item.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "spec/heads_setup.h"
+#include "specdec/error.h"
+#include "specdec/heads_drafter.h"
+
+namespace specdec {
+namespace {
+
+using testing::HeadsFileFaults;
+
+// Expects `load` to throw an Error whose message contains every one of `needles`.
+void expect_error(const std::function<void()>& load, const std::vector<std::string>& needles, const std::string& label) {
+  try {
+    load();
+    ADD_FAILURE() << label << ": loaded without an error";
+  } catch (const Error& e) {
+    for (const std::string& needle : needles) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << label << ": '" << needle << "' not in: " << e.what();
+    }
+  }
+}
+
+struct Fault {
+  std::string label;
+  HeadsFileFaults faults;
+  std::string needle;
+};
+
+std::vector<Fault> faults_for(const std::string& arch, const std::string& tensor) {
+  std::vector<Fault> f;
+  f.push_back({"architecture", {}, "general.architecture"});
+  f.back().faults.architecture = "llama";
+  f.push_back({"missing tensor", {}, tensor});
+  f.back().faults.skip_tensor = tensor;
+  f.push_back({"wrong shape", {}, tensor});
+  f.back().faults.misshape_tensor = tensor;
+  f.push_back({"unknown tensor", {}, "extra.weight"});
+  f.back().faults.extra_tensor = true;
+  f.push_back({"embedding length", {}, arch + ".embedding_length"});
+  f.back().faults.n_embd_delta = 8;
+  f.push_back({"missing fingerprint", {}, "specdec.target.fingerprint"});
+  f.back().faults.skip_key = "specdec.target.fingerprint";
+  return f;
+}
+
+TEST(HeadsFiles, ValidFilesLoadWithTheirShapes) {
+  auto target = testing::load_single_threaded(testing::micro_trio().target);
+  auto heads = MedusaHeads::load(testing::micro_heads().medusa, *target);
+  EXPECT_EQ(heads->n_heads(), 4);
+  EXPECT_EQ(heads->n_blocks(), 1);
+  EXPECT_EQ(heads->n_embd(), target->config().n_embd);
+  auto layer = EagleLayer::load(testing::micro_heads().eagle, *target);
+  EXPECT_EQ(layer->config().n_layers, 1);
+  EXPECT_EQ(layer->config().n_heads, 2);
+  EXPECT_EQ(layer->config().n_kv_heads, 1);
+  EXPECT_EQ(layer->config().n_ff, 64);
+}
+
+TEST(HeadsFiles, ForeignTargetIsAnErrorNamingBothFilesAndFingerprints) {
+  auto target = testing::load_single_threaded(testing::micro_trio().target);
+  auto other = testing::load_single_threaded(testing::micro_trio().unrelated);  // same shapes, other seed
+  auto tiny = testing::load_single_threaded(testing::tiny_trio().target);       // another vocabulary
+  const std::string fp = target_fingerprint(*target);
+  EXPECT_EQ(fp, target_fingerprint(*other));  // same tokenizer and shapes: heads would be accepted
+  for (const std::string& file : {testing::micro_heads().medusa, testing::micro_heads().eagle}) {
+    const bool medusa = file == testing::micro_heads().medusa;
+    expect_error([&] { medusa ? (void)MedusaHeads::load(file, *tiny) : (void)EagleLayer::load(file, *tiny); },
+                 {file, testing::tiny_trio().target, fp, target_fingerprint(*tiny)}, file);
+  }
+  testing::MedusaFileSpec spec;
+  spec.faults.fingerprint = "0123456789abcdef";
+  const std::string path = testing::temp_dir() + "/heads_foreign_medusa.gguf";
+  testing::write_random_medusa(path, *target, spec);
+  expect_error([&] { MedusaHeads::load(path, *target); }, {path, "0123456789abcdef", fp}, "planted fingerprint");
+}
+
+TEST(HeadsFiles, MalformedMedusaFilesAreClearErrors) {
+  auto target = testing::load_single_threaded(testing::micro_trio().target);
+  std::vector<Fault> faults = faults_for("medusa", "medusa.2.blk.0.weight");
+  faults.push_back({"missing head count", {}, "medusa.head_count"});
+  faults.back().faults.skip_key = "medusa.head_count";
+  faults.push_back({"bias shape", {}, "medusa.0.blk.0.bias"});
+  faults.back().faults.misshape_tensor = "medusa.0.blk.0.bias";
+  for (const Fault& f : faults) {
+    testing::MedusaFileSpec spec;
+    spec.faults = f.faults;
+    const std::string path = testing::temp_dir() + "/heads_bad_medusa.gguf";
+    testing::write_random_medusa(path, *target, spec);
+    expect_error([&] { MedusaHeads::load(path, *target); }, {path, f.needle}, "medusa " + f.label);
+  }
+  expect_error([&] { MedusaHeads::load(testing::temp_dir() + "/no_such_heads.gguf", *target); }, {"no_such_heads.gguf"},
+               "missing file");
+}
+
+TEST(HeadsFiles, MalformedEagleFilesAreClearErrors) {
+  auto target = testing::load_single_threaded(testing::micro_trio().target);
+  std::vector<Fault> faults = faults_for("eagle", "eagle.fc.weight");
+  for (const char* key : {"eagle.feed_forward_length", "eagle.attention.head_count", "eagle.rope.freq_base",
+                          "eagle.attention.layer_norm_rms_epsilon", "eagle.context_length", "eagle.block_count"}) {
+    faults.push_back({std::string("missing ") + key, {}, key});
+    faults.back().faults.skip_key = key;
+  }
+  for (const char* tensor : {"blk.0.attn_k.weight", "blk.0.ffn_down.weight", "eagle.fc.bias"}) {
+    faults.push_back({std::string("shape of ") + tensor, {}, tensor});
+    faults.back().faults.misshape_tensor = tensor;
+  }
+  for (const Fault& f : faults) {
+    testing::EagleFileSpec spec;
+    spec.faults = f.faults;
+    const std::string path = testing::temp_dir() + "/heads_bad_eagle.gguf";
+    testing::write_random_eagle(path, *target, spec);
+    expect_error([&] { EagleLayer::load(path, *target); }, {path, f.needle}, "eagle " + f.label);
+  }
+  testing::EagleFileSpec heads3;
+  heads3.n_heads = 3;  // 32 is not a multiple of 3
+  const std::string path = testing::temp_dir() + "/heads_bad_eagle_heads.gguf";
+  testing::write_random_eagle(path, *target, heads3);
+  expect_error([&] { EagleLayer::load(path, *target); }, {path, "head_count 3"}, "eagle head count");
+}
+
+TEST(HeadsFiles, MedusaChoicesAreValidated) {
+  auto target = testing::load_single_threaded(testing::micro_trio().target);
+  auto heads = MedusaHeads::load(testing::micro_heads().medusa, *target);
+  for (const std::vector<std::vector<int>>& bad :
+       {std::vector<std::vector<int>>{{0, 0}}, {{0}, {0}}, {{0}, {-1}}, {{0}, {}}}) {
+    MedusaOptions options;
+    options.choices = bad;
+    EXPECT_THROW(MedusaDrafter(*target, *heads, options), Error);
+  }
+  EXPECT_EQ(MedusaDrafter::default_choices().size(), 63u);
+  MedusaOptions ok;  // the default tree is valid
+  EXPECT_NO_THROW(MedusaDrafter(*target, *heads, ok));
+}
+
+}  // namespace
+}  // namespace specdec

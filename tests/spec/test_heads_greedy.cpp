@@ -1,0 +1,177 @@
+// Self-speculation drafters (Medusa, EAGLE) under greedy decoding: output identical to plain
+// decoding over many prompts and tree shapes, the EAGLE layer's cache equal to a fresh run on
+// the target's true features, and the stories260K fixture with random heads.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "spec/heads_setup.h"
+#include "specdec/heads_drafter.h"
+#include "specdec/rng.h"
+
+namespace specdec {
+namespace {
+
+using testing::generate;
+using testing::greedy_params;
+
+std::vector<std::vector<Token>> random_prompts(uint64_t seed, int n_vocab, int count) {
+  Rng rng(seed);
+  std::vector<std::vector<Token>> prompts;
+  for (int i = 0; i < count; ++i) {
+    std::vector<Token> p = {1};
+    const int len = 1 + static_cast<int>(rng.below(12));
+    for (int j = 0; j < len; ++j) p.push_back(static_cast<Token>(rng.below(static_cast<uint64_t>(n_vocab))));
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
+// Generates n_new tokens after every prompt with and without the drafter; returns the acceptance.
+double expect_greedy_identical(Transformer& target, Drafter& drafter, const SpecConfig& config,
+                               const std::vector<std::vector<Token>>& prompts, int n_new, const std::string& label) {
+  SpeculativeDecoder plain(target, nullptr);
+  SpeculativeDecoder spec(target, &drafter, config);
+  for (const auto& prompt : prompts) {
+    const auto expected = generate(plain, prompt, greedy_params(), n_new);
+    const auto got = generate(spec, prompt, greedy_params(), n_new);
+    EXPECT_EQ(got, expected) << label << ", prompt of " << prompt.size() << " tokens";
+  }
+  const double acceptance = spec.stats().acceptance_rate();
+  std::printf("[measure] %s: acceptance %.3f, tokens/pass %.2f\n", label.c_str(), acceptance,
+              spec.stats().mean_tokens_per_pass());
+  EXPECT_GT(spec.stats().n_drafted, 0) << label << ": nothing was drafted";
+  return acceptance;
+}
+
+SpecConfig fixed_k(int k) {
+  SpecConfig c;
+  c.draft_max = k;
+  c.adaptive = false;
+  return c;
+}
+
+TEST(HeadsGreedy, MedusaMatchesPlainDecodingOverTreeShapes) {
+  const uint64_t seed = testing::test_seed("HeadsGreedy.Medusa");
+  for (const std::string& path : {testing::micro_trio().target, testing::tiny_trio().target}) {
+    auto target = testing::load_single_threaded(path);
+    const auto& files = path == testing::micro_trio().target ? testing::micro_heads() : testing::tiny_heads();
+    auto heads = MedusaHeads::load(files.medusa, *target);
+    const auto prompts = random_prompts(seed, target->config().n_vocab, 8);
+    const std::vector<std::pair<std::string, std::vector<std::vector<int>>>> shapes = {
+        {"default tree", {}},
+        {"chain", {{0}, {0, 0}, {0, 0, 0}, {0, 0, 0, 0}}},
+        {"wide", {{0}, {1}, {2}, {3}, {0, 0}, {1, 0}, {0, 1}, {2, 0}, {0, 0, 0}}},
+    };
+    for (const auto& [name, choices] : shapes) {
+      for (int k : {3, 8, 24}) {
+        MedusaOptions options;
+        options.choices = choices;
+        MedusaDrafter drafter(*target, *heads, options);
+        expect_greedy_identical(*target, drafter, fixed_k(k), prompts, 20,
+                                "medusa " + name + " K=" + std::to_string(k) + " vocab " +
+                                    std::to_string(target->config().n_vocab));
+      }
+    }
+    MedusaDrafter adaptive(*target, *heads);
+    SpecConfig config;
+    config.draft_max = 8;
+    config.probe_interval = 3;
+    expect_greedy_identical(*target, adaptive, config, prompts, 20, "medusa adaptive");
+  }
+}
+
+TEST(HeadsGreedy, EagleMatchesPlainDecodingOverTreeShapes) {
+  const uint64_t seed = testing::test_seed("HeadsGreedy.Eagle");
+  for (const std::string& path : {testing::micro_trio().target, testing::tiny_trio().target}) {
+    auto target = testing::load_single_threaded(path);
+    const auto& files = path == testing::micro_trio().target ? testing::micro_heads() : testing::tiny_heads();
+    auto layer = EagleLayer::load(files.eagle, *target);
+    const auto prompts = random_prompts(seed + 1, target->config().n_vocab, 8);
+    struct Shape { int width, depth, nodes, k; };
+    for (const Shape& s : {Shape{1, 4, 0, 4}, Shape{2, 3, 0, 6}, Shape{2, 5, 8, 8}, Shape{3, 4, 12, 16}}) {
+      EagleOptions options;
+      options.tree_width = s.width;
+      options.tree_depth = s.depth;
+      options.tree_nodes = s.nodes;
+      EagleDrafter drafter(*target, *layer, options);
+      expect_greedy_identical(*target, drafter, fixed_k(s.k), prompts, 20,
+                              "eagle width " + std::to_string(s.width) + " depth " + std::to_string(s.depth) +
+                                  " K=" + std::to_string(s.k) + " vocab " + std::to_string(target->config().n_vocab));
+    }
+  }
+}
+
+TEST(HeadsGreedy, RollbackKeepsDecodingIdentical) {
+  auto target = testing::load_single_threaded(testing::tiny_trio().target);
+  auto layer = EagleLayer::load(testing::tiny_heads().eagle, *target);
+  auto heads = MedusaHeads::load(testing::tiny_heads().medusa, *target);
+  EagleDrafter eagle(*target, *layer);
+  MedusaDrafter medusa(*target, *heads);
+  SpeculativeDecoder plain(*target, nullptr);
+  const std::vector<Token> prompt = {1, 17, 42, 99};
+  const auto expected = generate(plain, prompt, greedy_params(), 30);
+  for (Drafter* drafter : {static_cast<Drafter*>(&eagle), static_cast<Drafter*>(&medusa)}) {
+    SpeculativeDecoder spec(*target, drafter, fixed_k(6));
+    auto first = generate(spec, prompt, greedy_params(), 12);
+    // Cut back 5 tokens (as a stop string would), then continue.
+    spec.rollback(static_cast<int>(prompt.size() + first.size() - 5));
+    std::vector<Token> out(spec.tokens().begin() + static_cast<std::ptrdiff_t>(prompt.size()), spec.tokens().end());
+    while (out.size() < expected.size()) {
+      const auto emitted = spec.step(static_cast<int>(expected.size() - out.size()));
+      out.insert(out.end(), emitted.begin(), emitted.end());
+    }
+    EXPECT_EQ(out, expected) << drafter->name();
+  }
+}
+
+TEST(HeadsGreedy, EagleCacheEqualsAFreshRunOnTrueFeatures) {
+  auto target = testing::load_single_threaded(testing::tiny_trio().target);
+  auto layer = EagleLayer::load(testing::tiny_heads().eagle, *target);
+  EagleOptions options;
+  options.tree_width = 2;
+  options.tree_depth = 4;
+  EagleDrafter drafter(*target, *layer, options);
+  SpeculativeDecoder spec(*target, &drafter, fixed_k(8));
+  generate(spec, {1, 5, 9, 13}, greedy_params(), 25);
+  const std::vector<Token> tokens(spec.tokens().begin(), spec.tokens().end());
+  const int m = drafter.cache().size();  // entries 0..m-1, fed f_t and tokens[t + 1]
+  ASSERT_GT(m, 4);
+  ASSERT_LE(m + 1, static_cast<int>(tokens.size()));
+  // The target's true features of tokens[0..m).
+  KvCache target_cache = target->new_cache();
+  Batch batch;
+  for (int t = 0; t < m; ++t) batch.add(tokens[static_cast<size_t>(t)], t, t - 1, 0, false, true);
+  Logits logits;
+  Features features;
+  KvCache* caches[] = {&target_cache};
+  target->forward(batch, caches, logits, &features);
+  KvCache fresh = layer->new_cache();
+  batch.clear();
+  for (int t = 0; t < m; ++t) batch.add(tokens[static_cast<size_t>(t) + 1], t, t - 1, 0, false);
+  std::vector<float> out(static_cast<size_t>(m) * target->config().n_embd);  // (m, n_embd)
+  layer->forward(batch, features.final.data(), fresh, out.data());
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(fresh.kv_dim());
+  for (int s = 0; s < m; ++s) {
+    EXPECT_EQ(0, std::memcmp(drafter.cache().k(0, s), fresh.k(0, s), row_bytes)) << "K of entry " << s;
+    EXPECT_EQ(0, std::memcmp(drafter.cache().v(0, s), fresh.v(0, s), row_bytes)) << "V of entry " << s;
+  }
+}
+
+TEST(HeadsGreedy, Stories260KWithRandomHeads) {
+  SPECDEC_FIXTURE(path, "models/stories260K.gguf");
+  auto target = testing::load_single_threaded(path);
+  const auto files = testing::heads_for(path, "stories260K", 51);
+  auto heads = MedusaHeads::load(files.medusa, *target);
+  auto layer = EagleLayer::load(files.eagle, *target);
+  MedusaDrafter medusa(*target, *heads);
+  EagleDrafter eagle(*target, *layer);
+  const std::vector<std::vector<Token>> prompts = {{1, 403, 407, 261, 378}, {1, 284, 5}, {1}};
+  expect_greedy_identical(*target, medusa, fixed_k(10), prompts, 40, "stories260K medusa");
+  expect_greedy_identical(*target, eagle, fixed_k(10), prompts, 40, "stories260K eagle");
+}
+
+}  // namespace
+}  // namespace specdec
