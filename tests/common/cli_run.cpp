@@ -15,7 +15,7 @@ namespace specdec::testing {
 
 std::string cli_path() {
   if (const char* env = std::getenv("SPECDEC_CLI"); env && *env) return env;
-  const std::string built = std::string(SPECDEC_BINARY_DIR) + "/specdec";
+  const std::string built = (std::filesystem::path(SPECDEC_BINARY_DIR) / "specdec").string();
   return std::filesystem::exists(built) ? built : std::string();
 }
 

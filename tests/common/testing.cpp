@@ -15,7 +15,7 @@ namespace specdec::testing {
 
 std::string fixtures_dir() {
   if (const char* env = std::getenv("SPECDEC_FIXTURES"); env && *env) return env;
-  return std::string(SPECDEC_SOURCE_DIR) + "/../shared/fixtures";
+  return (std::filesystem::path(SPECDEC_SOURCE_DIR) / ".." / "shared" / "fixtures").string();
 }
 
 std::string find_fixture(const std::string& relative) {

@@ -5,7 +5,7 @@ Usage: tools/bench/make_workloads.py OUT_DIR [--work tools/train/work]
 
 Each file holds one prompt per line as a JSON string (`specdec bench --prompts` reads that form
 for prompts with newlines). From the demo corpus's held-out split (work/corpus/files_val.txt):
-  code_continue.jsonl  the first ~2,400 bytes (~600 tokens) of 6 validation files longer than
+  code_continue.jsonl  the first ~1,200 bytes (~500 tokens) of 6 validation files longer than
                        6,000 bytes, cut at a line end: continuing a source file (input-repetitive)
   code_short.jsonl     the first 8 lines of the same files (little to look up)
   self_repeat.jsonl    a ~1,600-byte passage followed by its own first ~200 bytes, so the
@@ -36,7 +36,7 @@ def main() -> None:
         text = open(path, encoding="utf-8").read()
         if len(text) < 6000:
             continue
-        continued.append(text[:text.rfind("\n", 0, 2400) + 1])
+        continued.append(text[:text.rfind("\n", 0, 1200) + 1])
         short.append("\n".join(text.split("\n")[:8]) + "\n")
         if len(continued) >= 6:
             break
