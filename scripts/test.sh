@@ -17,12 +17,13 @@ case "$mode" in
                 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
                 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} ;;
   --tsan)       dir=build-tsan; flags=(-DCMAKE_BUILD_TYPE=Release -DSPECDEC_TSAN=ON -DSPECDEC_BENCHMARKS=OFF)
-                # The server's TSan run has not been verified yet (its build did not finish on the
-                # shared machine); add test_server/specdec_cli and ServerLoad.* once it has.
-                build_targets=(--target test_kernels test_model test_engine)
-                SPECDEC_CTEST_ARGS=${SPECDEC_CTEST_ARGS:-"-R ^(kernels|model|engine)\$"}
-                export GTEST_FILTER=${GTEST_FILTER:-'MatmulThreadPool.*:*BatchInvariance*2threads*:ResourceLimits.*:Engine.*'}
-                export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} ;;
+                # The multi-threaded parts: thread pool, model forward on 2 threads, engine, and the
+                # server under concurrent load (the CLI runs as a child process of test_server).
+                build_targets=(--target test_kernels test_model test_engine test_server specdec_cli)
+                SPECDEC_CTEST_ARGS=${SPECDEC_CTEST_ARGS:-"-R ^(kernels|model|engine|server)\$"}
+                export GTEST_FILTER=${GTEST_FILTER:-'MatmulThreadPool.*:*BatchInvariance*2threads*:ResourceLimits.*:Engine.*:ServerLoad.*'}
+                # scripts/tsan.supp: reports from uninstrumented cpp-httplib and the /proc/self/fd scan.
+                export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp} ;;
   *) echo "usage: $0 [--sanitize|--tsan]" >&2; exit 2 ;;
 esac
 t0=$SECONDS
