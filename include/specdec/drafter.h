@@ -2,6 +2,7 @@
 // hands to the verifier, and what it gets back.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -10,6 +11,12 @@
 #include "specdec/sampling.h"
 
 namespace specdec {
+
+// Length of the longest common prefix of two token sequences (cache reuse: how much of a cached
+// sequence a new context keeps). Cost: O(min(|a|, |b|)).
+inline size_t common_prefix_length(std::span<const Token> a, std::span<const Token> b) {
+  return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
+}
 
 // How the children of one node were produced; acceptance must use the matching rule.
 enum class ChildRule : uint8_t {

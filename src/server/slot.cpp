@@ -13,16 +13,6 @@
 
 namespace specdec::server {
 
-namespace {
-
-size_t common_prefix(std::span<const Token> a, std::span<const Token> b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
-
-}  // namespace
-
 Slot::Slot(int index, Engine& engine)
     : index_(index),
       engine_(engine),
@@ -34,7 +24,7 @@ Slot::~Slot() = default;
 
 size_t Slot::shared_prefix(std::span<const Token> prompt) const {
   if (prompt.empty()) return 0;
-  return std::min({common_prefix(tokens_, prompt), static_cast<size_t>(cache_.size()), prompt.size() - 1});
+  return std::min({common_prefix_length(tokens_, prompt), static_cast<size_t>(cache_.size()), prompt.size() - 1});
 }
 
 Drafter* Slot::drafter_for(SpecMethod method) {

@@ -15,12 +15,6 @@ namespace {
 constexpr int kChunk = 256;                            // rows per catch-up forward
 constexpr uint64_t kDraftStream = 0xD8AF7E5EED5EEDULL;  // draft Rng = seed ^ this
 
-size_t common_prefix(std::span<const Token> a, std::span<const Token> b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
-
 float max_prob(const SparseDist& d) {
   float best = 0.0f;
   for (float p : d.probs) best = std::max(best, p);
@@ -75,7 +69,7 @@ std::vector<float> DraftModelDrafter::sync(std::span<const Token> context) {
   SPECDEC_CHECK(!context.empty(), "draft sync with an empty context");
   drop_tree_rows();
   // Reuse the longest cached prefix; the last context token is always forwarded for its logits.
-  const size_t n_keep = std::min(common_prefix(cached_, context), context.size() - 1);
+  const size_t n_keep = std::min(common_prefix_length(cached_, context), context.size() - 1);
   cache_.truncate(static_cast<int>(n_keep));
   cached_.resize(n_keep);
   std::vector<float> logits;  // (n_vocab_draft)
@@ -95,7 +89,7 @@ void DraftModelDrafter::begin(std::span<const Token> prompt) {
   seeded_ = false;
   n_forwarded_ = 0;
   drop_tree_rows();
-  const size_t n_keep = std::min(common_prefix(cached_, prompt), prompt.size() - 1);
+  const size_t n_keep = std::min(common_prefix_length(cached_, prompt), prompt.size() - 1);
   cache_.truncate(static_cast<int>(n_keep));
   cached_.resize(n_keep);
   const size_t n_prefill = std::min(prompt.size() - 1, static_cast<size_t>(cache_.capacity()));

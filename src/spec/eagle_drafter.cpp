@@ -14,12 +14,6 @@ namespace {
 constexpr int kChunk = 256;                             // rows per catch-up forward
 constexpr uint64_t kEagleStream = 0xEA61E5EED0F7EA75ULL;  // drafter Rng = seed ^ this
 
-size_t common_prefix(std::span<const Token> a, std::span<const Token> b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
-
 }  // namespace
 
 EagleDrafter::EagleDrafter(Transformer& target, EagleLayer& layer, const EagleOptions& options)
@@ -35,7 +29,7 @@ void EagleDrafter::begin(std::span<const Token> prompt) {
   if (prompt.empty()) throw Error("EAGLE drafter: empty prompt");
   seeded_ = false;
   // Entry t depends on x_0..x_{t+1} only (through f_t): keep those the new prompt shares.
-  const size_t n_shared = common_prefix(cached_, prompt);
+  const size_t n_shared = common_prefix_length(cached_, prompt);
   rollback(static_cast<int>(n_shared));
 }
 
@@ -54,7 +48,7 @@ std::vector<float> EagleDrafter::sync(std::span<const Token> context) {
   const int n = static_cast<int>(context.size());
   const size_t n_embd = static_cast<size_t>(layer_.config().n_embd);
   // Keep the shared entries, but always recompute the last one (its output is the root's g).
-  const size_t n_shared = common_prefix(cached_, context);
+  const size_t n_shared = common_prefix_length(cached_, context);
   const int n_keep = std::min({cache_.size(), std::max(0, static_cast<int>(n_shared) - 1), n - 2});
   cache_.truncate(n_keep);
   std::vector<float> out;  // (rows, n_embd) outputs of the last chunk

@@ -20,12 +20,6 @@ constexpr double kShadowCheap = 0.1;  // shadow drafts when one costs at most th
 constexpr int kMaxShadowBackoff = 8;  // at most this many plain steps between failing shadows
 constexpr int kExploreInterval = 48;  // no shadows: a 1-token draft after this many plain steps
 
-size_t common_prefix(std::span<const Token> a, std::span<const Token> b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
-
 }  // namespace
 
 std::vector<double> SpecStats::acceptance_by_position() const {
@@ -71,7 +65,7 @@ void SpeculativeDecoder::begin(std::span<const Token> prompt, const SamplingPara
   rng_ = Rng(sampling.seed);
   steps_since_probe_ = 0;
   // Keep the cached prefix shared with the previous sequence (bit-identical by batch invariance).
-  const size_t n_keep = std::min({common_prefix(tokens_, prompt), static_cast<size_t>(cache_.size()), prompt.size() - 1});
+  const size_t n_keep = std::min({common_prefix_length(tokens_, prompt), static_cast<size_t>(cache_.size()), prompt.size() - 1});
   cache_.truncate(static_cast<int>(n_keep));
   tokens_.assign(prompt.begin(), prompt.end());
   const bool features = wants_features();
