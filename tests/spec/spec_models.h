@@ -78,6 +78,17 @@ inline SamplingParams greedy_params() {
   return p;
 }
 
+// Plain sampling from the model's distribution: temperature 1, no truncation.
+inline SamplingParams t1_params(uint64_t seed) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = seed;
+  return p;
+}
+
 // Generates up to n_new tokens after `prompt` with `decoder`; returns the generated tokens.
 inline std::vector<Token> generate(SpeculativeDecoder& decoder, const std::vector<Token>& prompt,
                                    const SamplingParams& sampling, int n_new) {

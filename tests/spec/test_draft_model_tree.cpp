@@ -130,16 +130,6 @@ class RecordingDrafter : public Drafter {
   DraftModelDrafter& inner_;
 };
 
-SamplingParams at_temperature_1(uint64_t seed) {
-  SamplingParams s;
-  s.temperature = 1.0f;
-  s.top_k = 0;
-  s.top_p = 1.0f;
-  s.min_p = 0.0f;
-  s.seed = seed;
-  return s;
-}
-
 TEST(DraftModelTree, EachNodeForwardedOnceAndCacheEqualsAFreshRunAfterEveryStep) {
   const auto& trio = testing::tiny_trio();
   auto target = testing::load_single_threaded(trio.target);
@@ -171,7 +161,7 @@ TEST(DraftModelTree, EachNodeForwardedOnceAndCacheEqualsAFreshRunAfterEveryStep)
     config.draft_max = nodes;
     config.adaptive = false;
     SpeculativeDecoder decoder(*target, &recorder, config);
-    decoder.begin(std::vector<Token>{1, 40, 41, 42, 43}, c.greedy ? greedy_params() : at_temperature_1(seed));
+    decoder.begin(std::vector<Token>{1, 40, 41, 42, 43}, c.greedy ? greedy_params() : testing::t1_params(seed));
     int n_deep = 0, n_side_branch = 0, n_expanded_levels = 0;
     int n_steps = 0;
     for (int s = 0; s < n_steps_max && decoder.remaining() > 1; ++s) {

@@ -22,16 +22,6 @@ using testing::cache_equals_fresh;
 using testing::generate;
 using testing::greedy_params;
 
-SamplingParams sampled(uint64_t seed) {
-  SamplingParams s;
-  s.temperature = 1.0f;
-  s.top_k = 0;
-  s.top_p = 1.0f;
-  s.min_p = 0.0f;
-  s.seed = seed;
-  return s;
-}
-
 // The draft cache must hold a prefix of the committed tokens and equal a fresh prefill of it.
 void expect_drafter_consistent(Transformer& draft_model, const DraftModelDrafter& drafter,
                                std::span<const Token> committed) {
@@ -62,7 +52,7 @@ TEST(SpeculativeKv, RollbackEqualsFreshRunChainsAndTrees) {
     config.draft_max = tree_nodes > 0 ? tree_nodes : 4;
     config.adaptive = false;
     SpeculativeDecoder decoder(*target, &drafter, config);
-    decoder.begin(std::vector<Token>{1, 40, 41, 42}, sampled(seed));
+    decoder.begin(std::vector<Token>{1, 40, 41, 42}, testing::t1_params(seed));
     int n_partial = 0, n_deep_branch = 0;
     for (int s = 0; s < 12; ++s) {
       decoder.step(100);
@@ -85,7 +75,7 @@ TEST(SpeculativeKv, RollbackEqualsFreshRunChainsAndTrees) {
     expect_target_consistent(*target, decoder);
     std::vector<Token> next_prompt(decoder.tokens().begin(), decoder.tokens().begin() + 6);
     next_prompt.push_back(7);
-    decoder.begin(next_prompt, sampled(seed + 1));
+    decoder.begin(next_prompt, testing::t1_params(seed + 1));
     decoder.step(4);
     expect_target_consistent(*target, decoder);
     expect_drafter_consistent(*draft_model, drafter, decoder.tokens());
@@ -257,7 +247,7 @@ TEST(VocabCheck, RealTokenizersFromGguf) {
   SpeculativeDecoder decoder(*ta, &drafter, config);
   SpeculativeDecoder plain(*ta, nullptr);
   EXPECT_EQ(generate(decoder, {1, 20}, greedy_params(), 20), generate(plain, {1, 20}, greedy_params(), 20));
-  SamplingParams s = sampled(4);
+  SamplingParams s = testing::t1_params(4);
   s.temperature = 1.5f;
   EXPECT_NO_THROW(generate(decoder, {1, 20}, s, 30));
 }
