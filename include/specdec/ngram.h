@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "specdec/drafter.h"
+#include "specdec/flat_table.h"
 
 namespace specdec {
 
@@ -35,7 +36,9 @@ struct NgramPrediction {
 };
 
 // Counts of next tokens per hashed context. Deterministic: the answer never depends on
-// insertion order or hash-map iteration order.
+// insertion order or hash-map iteration order. Each entry owns a heap vector, so an update may
+// allocate: this is the persistent LookupCache's table (updated once per sequence, pruned by
+// count); the per-token window tables are FlatNgramTable below.
 class NgramTable {
  public:
   struct Next {
@@ -69,6 +72,64 @@ class NgramTable {
 
  private:
   std::unordered_map<uint64_t, Entry> entries_;
+};
+
+// Counts of next tokens per hashed context in one flat, bounded array: what NgramDrafter updates
+// for every committed token. Each context's slot holds its total and kInline candidates inline;
+// a context with more distinct next tokens chains the rest through a preallocated overflow pool.
+// Counts are exact (every distinct next token is kept, so removals are exact and best() equals
+// NgramTable::best on the same observations). Updates never allocate except when the context
+// array or the pool doubles on the way to its bound (O(log bound) times over the table's life).
+class FlatNgramTable {
+ public:
+  static constexpr int kInline = 4;
+
+  // max_contexts / max_pairs: the most distinct contexts / distinct (context, next token) pairs
+  // held at once (>= 1); memory is O(max_contexts + max_pairs). A window of W tokens gives at
+  // most W of each. Throws Error when a bound is 0.
+  FlatNgramTable(size_t max_contexts, size_t max_pairs);
+
+  // Adds one observation of `token` after context `key` at position `pos` (the most recent
+  // position wins ties). Returns false, recording nothing, when the observation would need a
+  // new context or pair beyond the bounds. Cost: O(n_distinct_next of the context).
+  bool add(uint64_t key, Token token, uint32_t pos);
+  // Removes one observation of `token` after `key` (InternalError unless it is there). The
+  // context disappears at total 0. Cost: O(n_distinct_next).
+  void remove(uint64_t key, Token token);
+  // Same contracts as NgramTable::best / top (order 0 in the result).
+  NgramPrediction best(uint64_t key) const;
+  std::vector<NgramPrediction> top(uint64_t key, int n_max) const;
+
+  size_t size() const { return contexts_.size(); }  // distinct contexts
+  size_t n_pairs() const { return n_pairs_; }        // distinct (context, next) pairs
+  size_t max_contexts() const { return contexts_.max_size(); }
+  size_t max_pairs() const { return max_pairs_; }
+  size_t slot_count() const { return contexts_.slot_count(); }
+  size_t home_slot(uint64_t key) const { return contexts_.home_slot(key); }
+  // Empties the table, keeping its memory. Cost: O(slot_count).
+  void clear();
+
+ private:
+  struct Context {
+    uint32_t total = 0;
+    int32_t n_inline = 0;
+    int32_t overflow = -1;  // first overflow node (index into pool_), -1: none
+    NgramTable::Next next[kInline];  // (n_inline) unordered
+  };
+  struct OverflowNode {
+    NgramTable::Next next;
+    int32_t link;  // next node of the same context, or of the free list; -1: none
+  };
+  template <typename F>
+  static void for_each_next(const Context& c, const std::vector<OverflowNode>& pool, F&& f);
+  int32_t new_node(const NgramTable::Next& next, int32_t link);
+  void free_node(int32_t node);
+
+  FlatKeyTable<Context> contexts_;
+  std::vector<OverflowNode> pool_;  // (<= max_pairs) overflow candidates, grown by doubling
+  int32_t free_ = -1;               // free list through OverflowNode::link
+  size_t max_pairs_;
+  size_t n_pairs_ = 0;
 };
 
 // A drafter that can tell how much it trusts its last proposal (model-free drafters).
@@ -147,7 +208,7 @@ class NgramDrafter : public ConfidentDrafter {
   NgramConfig config_;
   std::shared_ptr<LookupCache> cache_;
   std::vector<Token> history_;           // (n_committed) all committed tokens
-  std::vector<NgramTable> tables_;       // (max_order + 1) index = order; orders < min_order unused
+  std::vector<FlatNgramTable> tables_;   // (max_order + 1) index = order; orders < min_order unused
   std::vector<float> last_confidence_;   // (n_nodes of the last proposal)
   int n_flushed_ = 0;                    // history_[0, n_flushed_) is already in the cache
   float p_min_ = 0.0f;

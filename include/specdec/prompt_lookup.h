@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
+#include "specdec/flat_table.h"
 #include "specdec/ngram.h"
 
 namespace specdec {
@@ -92,7 +92,7 @@ class PromptLookupDrafter : public ConfidentDrafter {
   std::vector<uint64_t> power_;    // (lookup_max + 1) base^i
   // Per suffix length n (index n - lookup_min): hash -> most recent indexed end position, and
   // (n_committed) link from an end position to the previous one with the same hash (-1: none).
-  std::vector<std::unordered_map<uint64_t, int32_t>> head_;
+  std::vector<FlatKeyTable<int32_t>> head_;  // flat: indexing a token never allocates per entry
   std::vector<std::vector<int32_t>> prev_;
   int n_indexed_ = 0;              // n-grams ending at positions [0, n_indexed_) are indexed
   std::vector<float> last_confidence_;  // (n_nodes of the last proposal)

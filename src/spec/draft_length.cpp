@@ -39,6 +39,7 @@ void DraftLengthController::observe_verify(int n_rows, double seconds) {
   // A plain average for the first observations, then an exponential moving average.
   const double weight = std::max(1.0 - kTimeDecay, 1.0 / static_cast<double>(n + 1));
   t = n == 0 ? seconds : t + weight * (seconds - t);
+  if (n == 0) measured_.insert(std::upper_bound(measured_.begin(), measured_.end(), n_rows), n_rows);
   ++n;
   refit();
 }
@@ -65,10 +66,11 @@ void DraftLengthController::set_prior(double alpha_1) {
 
 void DraftLengthController::refit() {
   // Least squares t = a + b * M over measured row counts, each weighted by min(count, 20).
+  // Runs after every verify forward: O(distinct measured row counts), ascending as before.
   double sw = 0, sm = 0, st = 0, smm = 0, smt = 0;
   int n_distinct = 0;
-  for (size_t m = 1; m < t_rows_.size(); ++m) {
-    if (n_obs_[m] == 0) continue;
+  for (const int measured : measured_) {
+    const size_t m = static_cast<size_t>(measured);
     const double w = static_cast<double>(std::min<long>(n_obs_[m], 20));
     const double x = static_cast<double>(m);
     sw += w;

@@ -77,6 +77,7 @@ class DraftLengthController {
   std::vector<double> accepted_;  // (max_positions + 1) decayed counts of acceptances at k
   std::vector<double> t_rows_;    // (max_rows + 1) EMA seconds of an n-row forward
   std::vector<long> n_obs_;       // (max_rows + 1) observations of each row count
+  std::vector<int> measured_;     // (n_distinct measured row counts) ascending: refit() is O(this)
   double fit_a_ = 0.0, fit_b_ = 0.0;  // t(M) ~ fit_a_ + fit_b_ * M
   bool fit_valid_ = false;
   static constexpr double kMaxOutlier = 3.0;  // timing samples are clipped to this times the estimate

@@ -120,7 +120,9 @@ NgramDrafter::NgramDrafter(NgramConfig config, std::shared_ptr<LookupCache> cach
     throw Error("ngram drafter: tree width " + std::to_string(config_.tree_width) + " must be >= 1 and depth " +
                 std::to_string(config_.tree_depth) + " >= 0");
   }
-  tables_.resize(static_cast<size_t>(config_.max_order) + 1);
+  // The window holds at most `window` n-grams per order: as many contexts and pairs at most.
+  const size_t bound = static_cast<size_t>(config_.window);
+  tables_.assign(static_cast<size_t>(config_.max_order) + 1, FlatNgramTable(bound, bound));
 }
 
 size_t NgramDrafter::table_size(int order) const {
@@ -133,8 +135,9 @@ void NgramDrafter::add_ngrams_ending_at(int pos) {
     int start = pos - (order - 1);
     if (start < 0) break;
     std::span<const Token> ctx(history_.data() + start, static_cast<size_t>(order - 1));
-    tables_[static_cast<size_t>(order)].add(ngram_key(ctx), history_[static_cast<size_t>(pos)], 1,
-                                            static_cast<uint32_t>(pos));
+    const bool added = tables_[static_cast<size_t>(order)].add(ngram_key(ctx), history_[static_cast<size_t>(pos)],
+                                                               static_cast<uint32_t>(pos));
+    SPECDEC_CHECK(added, "n-gram window table of order " + std::to_string(order) + " is over its bound");
   }
 }
 
@@ -150,11 +153,12 @@ void NgramDrafter::remove_ngrams_ending_at(int pos) {
 void NgramDrafter::append(Token token) {
   history_.push_back(token);
   const int pos = static_cast<int>(history_.size()) - 1;
-  add_ngrams_ending_at(pos);
-  // The n-grams ending at pos - window leave the window. Removing the oldest occurrence never
-  // changes an entry's last_pos unless its count drops to zero (then the entry goes).
+  // The n-grams ending at pos - window leave the window first, so the tables never hold more
+  // than `window` n-grams per order (their bound). Removing the oldest occurrence never changes
+  // an entry's last_pos unless its count drops to zero (then the entry goes).
   const int leaving = pos - config_.window;
   if (leaving >= 0) remove_ngrams_ending_at(leaving);
+  add_ngrams_ending_at(pos);
 }
 
 void NgramDrafter::rebuild_window() {

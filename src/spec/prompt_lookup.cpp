@@ -59,9 +59,10 @@ void PromptLookupDrafter::index_ngrams_ending_at(int end) {
       prev.push_back(-1);
       continue;
     }
-    auto [it, inserted] = head_[static_cast<size_t>(n - config_.lookup_min)].try_emplace(range_hash(first, n), end);
-    prev.push_back(inserted ? -1 : it->second);
-    it->second = end;
+    bool inserted = false;
+    int32_t* head = head_[static_cast<size_t>(n - config_.lookup_min)].find_or_insert(range_hash(first, n), &inserted);
+    prev.push_back(inserted ? -1 : *head);
+    *head = end;
   }
 }
 
@@ -73,13 +74,14 @@ void PromptLookupDrafter::unindex_ngrams_ending_at(int end) {
     const int32_t before = prev.back();
     prev.pop_back();
     if (first < 0) continue;
-    auto& head = head_[static_cast<size_t>(n - config_.lookup_min)];
-    auto it = head.find(range_hash(first, n));
-    SPECDEC_CHECK(it != head.end() && it->second == end, "lookup index lost position " + std::to_string(end));
+    auto& heads = head_[static_cast<size_t>(n - config_.lookup_min)];
+    const uint64_t hash = range_hash(first, n);
+    int32_t* head = heads.find(hash);
+    SPECDEC_CHECK(head != nullptr && *head == end, "lookup index lost position " + std::to_string(end));
     if (before < 0) {
-      head.erase(it);
+      heads.erase(hash);
     } else {
-      it->second = before;
+      *head = before;
     }
   }
 }
@@ -147,12 +149,11 @@ std::vector<LookupMatch> PromptLookupDrafter::find_all(int n_matches) const {
   const int n_hist = static_cast<int>(history_.size());
   for (int n = std::min(config_.lookup_max, n_hist - 1); n >= config_.lookup_min; --n) {
     const int suffix_first = n_hist - n;
-    const auto& head = head_[static_cast<size_t>(n - config_.lookup_min)];
-    auto it = head.find(range_hash(suffix_first, n));
-    if (it == head.end()) continue;
+    const int32_t* head = head_[static_cast<size_t>(n - config_.lookup_min)].find(range_hash(suffix_first, n));
+    if (head == nullptr) continue;
     const auto& prev = prev_[static_cast<size_t>(n - config_.lookup_min)];
     int steps = 0;
-    for (int32_t end = it->second; end >= 0 && steps < config_.max_chain_steps; end = prev[static_cast<size_t>(end)], ++steps) {
+    for (int32_t end = *head; end >= 0 && steps < config_.max_chain_steps; end = prev[static_cast<size_t>(end)], ++steps) {
       if (!std::equal(history_.begin() + (end - n + 1), history_.begin() + end + 1, history_.begin() + suffix_first)) {
         continue;  // hash collision
       }

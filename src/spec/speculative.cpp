@@ -260,10 +260,12 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
       }
     }
   }
-  Draft shadow_now;  // a shadow draft proposed at this step (the drafter learns the verdict below)
+  // A shadow draft proposed at this step: the drafter learns the verdict below (shadow_ is not
+  // touched until then, so no copy is needed).
+  bool shadow_now = false;
   if (k == 0 && want_shadow_ && shadow_.empty()) {
     start_shadow(std::min({config_.draft_max, kShadowLength, n_ctx() - n - 1}));
-    shadow_now = shadow_;
+    shadow_now = !shadow_.empty();
   }
   const std::vector<int32_t> depth = node_depths(draft);  // (n_nodes)
 
@@ -322,7 +324,7 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
 
   // 5. Drafter rollback, commit, stats.
   if (drafter_ && draft.size() > 0) drafter_->accept(draft, verdict);
-  if (drafter_ && draft.empty() && !shadow_now.empty()) drafter_->accept(shadow_now, verdict);  // all rejected
+  if (drafter_ && draft.empty() && shadow_now) drafter_->accept(shadow_, verdict);  // all rejected
   if (draft.empty()) check_shadow(verdict.next);
   last_step_ = StepInfo{};
   last_step_.n_drafted = draft.size();

@@ -214,6 +214,34 @@ TEST(NgramDrafter, WindowEvictsAndMatchesBruteForce) {
   }
 }
 
+// Contexts followed by many distinct tokens (more than the table's inline candidates, so the
+// overflow chains fill and drain as the window slides) still predict exactly.
+TEST(NgramDrafter, ManyDistinctNextTokensStayExactAcrossTheWindow) {
+  Rng rng(specdec::testing::test_seed("ngram many next tokens"));
+  NgramConfig c;
+  c.min_order = 2;
+  c.max_order = 3;
+  c.window = 48;
+  NgramDrafter drafter(c);
+  std::vector<Token> history{0};
+  drafter.begin(history);
+  for (int step = 0; step < 400; ++step) {
+    // Token 0 every other position: context (0) sees up to 11 distinct next tokens.
+    history.push_back(step % 2 ? Token{0} : static_cast<Token>(1 + rng.below(11)));
+    drafter.propose(history, 1, kGreedy);  // syncs the new token
+    ASSERT_LE(drafter.table_size(2), static_cast<size_t>(c.window));
+    for (Token last = 0; last < 12; ++last) {
+      const std::vector<Token> tail{history.back(), last};
+      const NgramPrediction want = brute_force_predict(history, c, tail);
+      const NgramPrediction got = drafter.predict(tail);
+      ASSERT_EQ(got.token, want.token) << "step " << step << " last " << last;
+      ASSERT_EQ(got.count, want.count);
+      ASSERT_EQ(got.total, want.total);
+      ASSERT_EQ(got.order, want.order);
+    }
+  }
+}
+
 TEST(NgramDrafter, EvictedNgramsAreForgotten) {
   NgramConfig c;
   c.window = 8;

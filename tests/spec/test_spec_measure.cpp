@@ -3,7 +3,9 @@
 // default (timings are not assertions, and the suite must stay fast); run it with
 //   build/test_spec --gtest_also_run_disabled_tests --gtest_filter='*SpecMeasure*'
 // SPECDEC_MEASURE_REPS (default 9) sets the number of interleaved rounds and
-// SPECDEC_MEASURE_THREADS (default 1) the thread count.
+// SPECDEC_MEASURE_THREADS (default 1) the thread count. SPECDEC_MEASURE_ONLY (a substring of a
+// workload name) and SPECDEC_MEASURE_METHODS (comma-separated, default "none,lookup,ngram")
+// restrict the rows, e.g. to profile one of them with perf.
 #include <gtest/gtest.h>
 #include <time.h>
 
@@ -103,13 +105,25 @@ TEST(SpecMeasure, DISABLED_ModelFreeAgainstPlainOnStories) {
   }
 
   // "none": a second plain decoder (the A/A calibration: its ratio shows the harness's bias).
-  const char* methods[] = {"none", "lookup", "ngram"};
+  std::vector<std::string> methods;
+  {
+    const char* env = std::getenv("SPECDEC_MEASURE_METHODS");
+    std::string list = env ? env : "none,lookup,ngram";
+    for (size_t start = 0; start <= list.size();) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      if (comma > start) methods.push_back(list.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  const char* only = std::getenv("SPECDEC_MEASURE_ONLY");
   std::printf("[measure] uptime: ");
   std::fflush(stdout);
   (void)!std::system("uptime");
   for (const auto& w : workloads) {
+    if (only && w.name.find(only) == std::string::npos) continue;
     const int n_new = 128 - static_cast<int>(w.prompt.size());
-    for (const char* method : methods) {
+    for (const std::string& method_name : methods) {
+      const char* method = method_name.c_str();
       ModelFreeOptions options;
       const SpecMethod m = parse_spec_method(method);
       auto drafter = m == SpecMethod::None ? nullptr : make_model_free_drafter(m, options);
@@ -175,6 +189,50 @@ TEST(SpecMeasure, DISABLED_VerifyCostCurveStories) {
   std::printf("[measure] verify cost t(M)/t(1), t(1) = %.1f us:", t[1] * 1e6);
   for (int m = 1; m <= 16; ++m) std::printf(" %d:%.2f", m, t[static_cast<size_t>(m)] / t[1]);
   std::printf("\n");
+}
+
+// Drafter bookkeeping per committed token, without a model: 128-token sequences of random-looking
+// text (vocabulary 512), a proposal of 4 tokens every `every` tokens (every 8: the decoder's shadow
+// spacing once shadows keep failing; every 1: a proposal at every step), then the drafter learns
+// the emitted token as the decoder does. CPU ns per token, median of 7 rounds; compare with the
+// target's 1-row forward (DISABLED_VerifyCostCurveStories prints t(1)).
+TEST(SpecMeasure, DISABLED_DrafterBookkeepingPerToken) {
+  Rng rng(7);
+  std::vector<std::vector<Token>> sequences(2000);  // (2000, 128)
+  for (auto& s : sequences) {
+    s.push_back(1);
+    for (int i = 0; i < 127; ++i) s.push_back(static_cast<Token>(3 + rng.below(509)));
+  }
+  const auto ns_per_token = [&](ConfidentDrafter& drafter, int every) {
+    const double c0 = thread_cpu_seconds();
+    long n_tokens = 0;
+    for (const auto& s : sequences) {
+      std::vector<Token> context = {s[0]};
+      drafter.begin(context);
+      for (size_t i = 1; i < s.size(); ++i, ++n_tokens) {
+        const bool propose = i % static_cast<size_t>(every) == 0;
+        const Draft draft = propose ? drafter.propose(context, 4, greedy_params()) : Draft{};
+        context.push_back(s[i]);
+        if (propose) {
+          Verdict verdict;
+          verdict.next = s[i];
+          drafter.accept(draft, verdict);
+        }
+      }
+    }
+    return (thread_cpu_seconds() - c0) / static_cast<double>(n_tokens) * 1e9;
+  };
+  for (int every : {8, 1}) {
+    for (const char* method : {"ngram", "lookup"}) {
+      std::vector<double> rounds;
+      for (int r = 0; r < 7; ++r) {
+        auto drafter = make_model_free_drafter(parse_spec_method(method), ModelFreeOptions{});
+        rounds.push_back(ns_per_token(*drafter, every));
+      }
+      std::printf("[measure] %-6s proposal every %d tokens: %.1f ns per token (median of 7)\n", method, every,
+                  median(rounds));
+    }
+  }
 }
 
 }  // namespace
