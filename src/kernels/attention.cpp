@@ -176,7 +176,16 @@ void attention(const AttentionShape& shape, const AttentionRows& rows, const flo
   const int n_tiles = (rows.n_rows + kRowTile - 1) / kRowTile;
   // Few rows and kv heads (decoding): also split each group's query heads so every thread
   // has work. Any split gives the same bits: queries are independent.
-  const int n_threads = pool ? pool->size() : 1;
+  // Work floor: below 2 * kMinAttentionTaskWork multiply-adds (scores + weighted V sum over all
+  // query heads and visible keys) the call runs on the calling thread. Cost model: the SIMD
+  // inner loops do ~8 multiply-adds per ns with L2-resident K/V (measured: 1 row, 32 heads of
+  // 64, 64 keys), fewer from memory, so a task of 2^16 is >= ~8 µs, against ~0.5-3 µs for
+  // handing a call to a spinning worker.
+  constexpr int64_t kMinAttentionTaskWork = int64_t{1} << 16;
+  const int64_t visible_keys = static_cast<int64_t>(rows.n_rows) * rows.n_prefix + rows.extra_begin[rows.n_rows];
+  const int64_t work = visible_keys * shape.n_heads * shape.head_dim * 2;
+  const bool parallel = pool != nullptr && pool->task_count(work, kMinAttentionTaskWork) > 1;
+  const int n_threads = parallel ? pool->size() : 1;
   int n_head_splits = 1;
   while (n_head_splits < group && n_tiles * shape.n_kv_heads * n_head_splits < n_threads) {
     do { ++n_head_splits; } while (group % n_head_splits != 0);
@@ -192,7 +201,7 @@ void attention(const AttentionShape& shape, const AttentionRows& rows, const flo
     attend_tile(shape, rows, loops, kv_head, kv_head * group + split * n_task_heads, n_task_heads, row_begin,
                 row_end, q, k, v, kv_stride, out);
   };
-  if (pool == nullptr || pool->size() <= 1 || n_tasks == 1) {
+  if (!parallel || n_tasks == 1) {
     for (int t = 0; t < n_tasks; ++t) run_task(t, 0);
   } else {
     pool->parallel_for(n_tasks, run_task);

@@ -17,8 +17,12 @@ namespace {
 
 using namespace matmul_detail;
 
-// Below this many multiply-adds a call runs on the calling thread (waking workers costs more).
-constexpr int64_t kMinParallelWork = 1 << 18;
+// Work floor (ThreadPool::task_count): each task does at least this many multiply-adds, so a
+// call below 2x this runs on the calling thread. Cost model: the fastest kernel (AVX-512 VNNI,
+// Q8_0/Q4_K, M = 1) does ~30 multiply-adds per ns, so a task is >= ~4 µs, against ~1-3 µs for
+// handing a call to a spinning worker (publish, one cache-line transfer per claimed task, the
+// worker's first touch of the activations); slower kernels only raise the task time.
+constexpr int64_t kMinTaskWork = 1 << 17;
 // Thread chunks of n_out are multiples of this many weight rows.
 constexpr int64_t kChunkRows = 16;
 
@@ -113,11 +117,12 @@ void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* 
     case Isa::Scalar: break;
   }
 
+  // Tasks are chunks of output columns (a pure function of the shape and the pool size); every
+  // column's result is the same whichever chunk and thread computes it.
   const int64_t work = static_cast<int64_t>(M) * w.n_out * w.n_in;
-  int64_t n_tasks = 1;
-  if (pool != nullptr && pool->size() > 1 && work >= kMinParallelWork) n_tasks = pool->size();
-  const int64_t chunk = round_up((w.n_out + n_tasks - 1) / n_tasks, kChunkRows);
-  n_tasks = (w.n_out + chunk - 1) / chunk;
+  const int64_t wanted = pool != nullptr ? pool->task_count(work, kMinTaskWork) : 1;
+  const int64_t chunk = round_up((w.n_out + wanted - 1) / wanted, kChunkRows);
+  const int64_t n_tasks = (w.n_out + chunk - 1) / chunk;
 
   auto run_task = [&](int task, int /*thread*/) {
     RangeJob job = base;

@@ -13,10 +13,9 @@ float* sized(std::vector<float>& buffer, size_t n) {
   return buffer.data();
 }
 
-void for_rows(ThreadPool* pool, int n_rows, const std::function<void(int, int)>& fn) {
-  constexpr int kMinRowsPerTask = 4;
-  const int n_threads = pool ? pool->size() : 1;
-  const int n_tasks = std::min(n_threads, n_rows / kMinRowsPerTask);
+void for_rows(ThreadPool* pool, int n_rows, int64_t row_ns, const std::function<void(int, int)>& fn) {
+  const int64_t work = static_cast<int64_t>(n_rows) * row_ns;
+  const int n_tasks = pool ? std::min(n_rows, pool->task_count(work, kMinRowTaskNs)) : 1;
   if (n_tasks <= 1) {
     fn(0, n_rows);
     return;
@@ -42,7 +41,12 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
   float* up = sized(s.up, n * n_ff);
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
 
-  for_rows(pool, n_rows, [&](int begin, int end) {
+  // Estimated single-core cost per row in ns (measured, scalar, AMD EPYC: rmsnorm 1.2 ns and
+  // rope_apply 0.55 ns per element, a bias add ~0.25 ns; swiglu 3.3 ns per element).
+  const int64_t rmsnorm_ns = n_embd + n_embd / 4;
+  const int64_t rope_ns = (q_dim + kv_dim) * (c.qkv_bias ? 3 : 2) / 4;
+  constexpr int64_t kSwigluElementNs = 3;
+  for_rows(pool, n_rows, rmsnorm_ns, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
       rmsnorm(x + static_cast<size_t>(i) * n_embd, lw.attn_norm.data(), n_embd, c.rms_eps,
               xn + static_cast<size_t>(i) * n_embd);
@@ -51,7 +55,7 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
   matmul(lw.wq, xn, n_rows, q, pool);
   matmul(lw.wk, xn, n_rows, k, pool);
   matmul(lw.wv, xn, n_rows, v, pool);
-  for_rows(pool, n_rows, [&](int begin, int end) {
+  for_rows(pool, n_rows, rope_ns, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
       float* qi = q + static_cast<size_t>(i) * q_dim;
       float* ki = k + static_cast<size_t>(i) * kv_dim;
@@ -101,7 +105,7 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
   matmul(lw.wo, attn, n_rows, proj, pool);
   add_inplace(x, proj, n_rows * n_embd);
 
-  for_rows(pool, n_rows, [&](int begin, int end) {
+  for_rows(pool, n_rows, rmsnorm_ns, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
       rmsnorm(x + static_cast<size_t>(i) * n_embd, lw.ffn_norm.data(), n_embd, c.rms_eps,
               xn + static_cast<size_t>(i) * n_embd);
@@ -109,9 +113,9 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
   });
   matmul(lw.w_gate, xn, n_rows, gate, pool);
   matmul(lw.w_up, xn, n_rows, up, pool);
-  for_rows(pool, n_rows, [&](int begin, int end) {
-    const size_t offset = static_cast<size_t>(begin) * n_ff;
-    swiglu(gate + offset, up + offset, (end - begin) * n_ff, gate + offset);
+  // Element-wise, so split over elements (one 1B-shape row alone is ~27 µs of expf).
+  for_rows(pool, n_rows * n_ff, kSwigluElementNs, [&](int begin, int end) {
+    swiglu(gate + begin, up + begin, end - begin, gate + begin);
   });
   matmul(lw.w_down, gate, n_rows, proj, pool);
   add_inplace(x, proj, n_rows * n_embd);

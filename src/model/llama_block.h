@@ -3,6 +3,7 @@
 // block with the same kernels in the same order.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <vector>
@@ -32,8 +33,17 @@ struct BlockScratch {
 float* sized(std::vector<float>& buffer, size_t n);
 
 // Runs fn(row_begin, row_end) over [0, n_rows) in chunks on the pool (pool may be nullptr).
-// For per-row work only, so the chunking never changes a result.
-void for_rows(ThreadPool* pool, int n_rows, const std::function<void(int, int)>& fn);
+// For per-row (or per-element) work only, so the chunking never changes a result. row_ns: the
+// estimated cost of one row on one core in nanoseconds; below 2 * kMinRowTaskNs in all (or with
+// one row) it runs on the caller. The chunks are a pure function of (n_rows, row_ns, threads).
+void for_rows(ThreadPool* pool, int n_rows, int64_t row_ns, const std::function<void(int, int)>& fn);
+
+// for_rows' work floor per task. Cost model: handing a call to a spinning worker costs ~0.5 µs
+// (an empty 2-thread parallel_for, measured under load 9) plus a few cache-line transfers of
+// the rows; a worker that has gone to sleep costs a futex wake (~5 µs, paid by the caller only
+// as a syscall, since the caller starts on the tasks at once). A task of >= 8 µs keeps that
+// overhead under ~10% even when the worker sleeps.
+constexpr int64_t kMinRowTaskNs = 8000;
 
 // x (n_rows, n_embd) <- block `layer` applied in place. rope_table (n_rows, n_rot): each row's
 // (cos, sin) pairs. Row i writes its K/V into layer `layer` of the cache of its SeqPlan at

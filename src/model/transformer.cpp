@@ -90,7 +90,8 @@ void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, 
 
     const int n_rot = c.rope.n_rot;
     float* rope_table = sized(s.rope, n * n_rot);
-    for_rows(pool, n_rows, [&](int begin, int end) {
+    const int64_t embed_ns = n_embd / 2 + static_cast<int64_t>(n_rot) * 16;  // row dequantize + 32 ns per sin/cos pair
+    for_rows(pool, n_rows, embed_ns, [&](int begin, int end) {
       for (int i = begin; i < end; ++i) {
         weights_->embed(batch.tokens[i], x + static_cast<size_t>(i) * n_embd);
         rope_cos_sin(batch.positions[i], c.rope, rope_table + static_cast<size_t>(i) * n_rot);

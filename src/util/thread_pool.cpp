@@ -1,21 +1,31 @@
-// ThreadPool: static task assignment (task i on thread i % n_threads) with a spin-then-sleep
-// hand-off. A forward pass issues ~100 parallel_for calls per token, so waking workers through
-// a condition variable each time (tens of microseconds) would cost more than small matmuls;
-// workers therefore spin for a short while after each job (kSpinTime) before sleeping, and the
-// caller spins the same way for completion.
+// ThreadPool (see thread_pool.h): dynamic task claiming, spin-then-futex waiting.
 //
-// Memory ordering (TSan-visible): the caller writes job_/n_tasks_ then bumps generation_
-// (release); a worker reads them after seeing the new generation (acquire). Workers finish with
-// n_busy_.fetch_sub (release); the caller sees 0 (acquire) before returning. Sleep/wake races
-// are closed Dekker-style with seq_cst: a sleeper first announces itself (n_sleeping_ /
-// caller_sleeping_) and then re-checks the condition under the mutex; the waker first changes
-// the condition and then checks the announcement, notifying under the mutex.
+// Why dynamic claiming: on a machine with more runnable threads than cores, any worker may be
+// descheduled for a whole timeslice (milliseconds). With a static split every parallel_for
+// waited for that worker's share, and a forward pass issues ~7 matmuls per layer, so a 2-thread
+// forward often took 4-8x as long as a 1-thread one. Now the caller runs every task nobody else
+// has claimed, and waits only for tasks that another thread has already started.
+//
+// Protocol. The caller writes job_, n_tasks_ and unfinished_, then claim_ = (generation << 32 |
+// tasks to claim) with release, then generation_ (seq_cst) and, if a worker sleeps, wakes it.
+// A thread claims a task with a CAS on claim_ that also checks the generation, so a worker that
+// wakes late (after the call has returned, or during a later call) can only claim tasks of the
+// call whose generation it holds, and reads job_ / n_tasks_ only after a successful claim, when
+// the call cannot have returned (its task is unfinished). Finishing a task decrements
+// unfinished_ (release); the caller returns after seeing 0 (acquire).
+// Sleep/wake races are closed Dekker-style with seq_cst: a sleeper announces itself (n_sleeping_
+// / caller_sleeping_) and then re-checks the futex word, which the kernel re-checks again; the
+// waker changes the word first and then reads the announcement.
 #include "specdec/thread_pool.h"
 
 #include <immintrin.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <fstream>
 #include <set>
 #include <string>
@@ -25,92 +35,158 @@ namespace specdec {
 
 namespace {
 
-// How long a worker waits for the next job, and the caller for completion, before blocking.
-constexpr std::chrono::microseconds kSpinTime{50};
+// How long a worker spins for the next call, and the caller for tasks still running elsewhere,
+// before blocking in the kernel. Cost model: a futex wake costs the waker a syscall (~1-2 µs)
+// and the sleeper ~5-50 µs to return on this kind of VM. The parallel calls of one forward pass
+// follow each other within a few µs (activation quantization, row ops below their floors), so
+// a worker spinning 20 µs catches the next one; the caller's wait is at most the rest of one
+// task (tasks are >= ~4 µs, typically 5-25 µs). Blocking soon matters on an oversubscribed
+// machine: a spinning (or sched_yield-ing) thread keeps its core busy, while a blocked one
+// lets the kernel run a descheduled worker there at once (idle balancing), and a worker
+// sharing a core with the caller stops competing with it.
+constexpr std::chrono::microseconds kWorkerSpin{20};
+constexpr std::chrono::microseconds kCallerSpin{10};
 
-// Polls done() for up to kSpinTime; returns whether it became true. The first polls are pause
-// loops (a job that follows at once is caught within a microsecond); after that each poll
-// yields the core, so on a machine with more runnable threads than cores the spinning thread
-// does not keep the one it waits for off the CPU (pure spinning there cost ~15x more than
-// sleeping; yielding costs about the same as sleeping).
+constexpr uint64_t kStaticBit = uint64_t{1} << 31;  // in claim_: a Schedule::kStatic call
+constexpr uint64_t kCountMask = kStaticBit - 1;      // in claim_: tasks left to claim (or n_tasks if static)
+
+uint32_t generation_of(uint64_t claim) { return static_cast<uint32_t>(claim >> 32); }
+
+uint32_t* futex_word(std::atomic<uint32_t>& a) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free);
+  return reinterpret_cast<uint32_t*>(&a);
+}
+
+// Blocks while *word == expected (returns at once otherwise, or spuriously; callers re-check).
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected) {
+  syscall(SYS_futex, futex_word(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>& word, int n_waiters) {
+  syscall(SYS_futex, futex_word(word), FUTEX_WAKE_PRIVATE, n_waiters, nullptr, nullptr, 0);
+}
+
+// Polls done() with `pause` for up to `budget`; returns whether it became true.
 template <typename Done>
-bool spin_until(Done done) {
-  constexpr int kPausePolls = 64;
+bool spin_until(Done done, std::chrono::microseconds budget) {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 1;; ++i) {
     if (done()) return true;
-    if (i <= kPausePolls) {
-      _mm_pause();
-    } else {
-      std::this_thread::yield();
-    }
-    if (i % 16 == 0 && std::chrono::steady_clock::now() - start > kSpinTime) return done();
+    _mm_pause();
+    if (i % 32 == 0 && std::chrono::steady_clock::now() - start > budget) return done();
   }
 }
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads > 0 ? n_threads : default_thread_count()) {
+ThreadPool::ThreadPool(int n_threads, std::chrono::milliseconds stall_backoff)
+    : n_threads_(n_threads > 0 ? n_threads : default_thread_count()), base_backoff_(stall_backoff) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
   stopping_.store(true);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-  }
-  work_ready_.notify_all();
+  generation_.fetch_add(1);
+  futex_wake(generation_, INT_MAX);
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::parallel_for(int n_tasks, const std::function<void(int, int)>& fn) {
+int ThreadPool::task_count(int64_t work, int64_t min_task_work) const {
+  if (n_threads_ <= 1 || min_task_work <= 0 || work < 2 * min_task_work) return 1;
+  const int64_t most = static_cast<int64_t>(kTasksPerThread) * n_threads_;
+  return static_cast<int>(std::clamp<int64_t>(work / min_task_work, 2, most));
+}
+
+void ThreadPool::parallel_for(int n_tasks, const std::function<void(int, int)>& fn, Schedule schedule) {
   if (n_tasks <= 0) return;
   if (n_threads_ == 1 || n_tasks == 1) {
     for (int t = 0; t < n_tasks; ++t) fn(t, 0);
     return;
   }
+  const bool is_static = schedule == Schedule::kStatic;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point published = Clock::now();  // ~20 ns (vDSO)
+  if (!is_static && published < inline_until_) {
+    for (int t = 0; t < n_tasks; ++t) fn(t, 0);
+    return;
+  }
   job_ = &fn;
   n_tasks_ = n_tasks;
-  n_busy_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1);  // seq_cst: publishes job_, n_tasks_, n_busy_
-  if (n_sleeping_.load() > 0) {
-    { std::lock_guard<std::mutex> lock(mutex_); }
-    work_ready_.notify_all();
+  unfinished_.store(static_cast<uint32_t>(n_tasks), std::memory_order_relaxed);
+  const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
+  claim_.store(uint64_t{generation} << 32 | (is_static ? kStaticBit : 0) | static_cast<uint64_t>(n_tasks),
+               std::memory_order_release);
+  generation_.store(generation);  // seq_cst: ordered before the n_sleeping_ check below
+  if (n_sleeping_.load() > 0) futex_wake(generation_, INT_MAX);
+
+  uint32_t n_done = 0;
+  if (is_static) {
+    for (int t = 0; t < n_tasks; t += n_threads_, ++n_done) fn(t, 0);
+  } else {
+    for (int t; claim_task(generation, &t); ++n_done) fn(t, 0);
   }
-  // Static assignment: thread i runs tasks i, i + n_threads, ...
-  for (int t = 0; t < n_tasks; t += n_threads_) fn(t, 0);
-  if (spin_until([this] { return n_busy_.load(std::memory_order_acquire) == 0; })) return;
-  std::unique_lock<std::mutex> lock(mutex_);
+  if (unfinished_.fetch_sub(n_done, std::memory_order_acq_rel) == n_done) return;
+  if (spin_until([this] { return unfinished_.load(std::memory_order_acquire) == 0; }, kCallerSpin)) return;
+  const Clock::time_point own_done = Clock::now();
   caller_sleeping_.store(true);
-  work_done_.wait(lock, [this] { return n_busy_.load() == 0; });
-  caller_sleeping_.store(false);
+  for (uint32_t left; (left = unfinished_.load()) != 0;) futex_wait(unfinished_, left);
+  caller_sleeping_.store(false, std::memory_order_relaxed);
+  if (is_static || base_backoff_.count() <= 0) return;
+  // A stall: the wait for tasks running elsewhere outlasted the caller's whole share of the call
+  // by more than kStallSlack (a worker that runs keeps pace with the caller: its unfinished
+  // work is at most about one task, and tasks are no longer than the caller's share).
+  constexpr std::chrono::microseconds kStallSlack{200};
+  const Clock::time_point now = Clock::now();
+  if (now - own_done <= (own_done - published) + kStallSlack) return;
+  const bool recurring = backoff_.count() > 0 && now - last_stall_ < std::chrono::seconds(1);
+  backoff_ = recurring ? std::min(backoff_ * 2, base_backoff_ * 32) : base_backoff_;
+  last_stall_ = now;
+  inline_until_ = now + backoff_;
+}
+
+bool ThreadPool::claim_task(uint32_t generation, int* task) {
+  uint64_t claim = claim_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (generation_of(claim) != generation || (claim & kStaticBit) || (claim & kCountMask) == 0) return false;
+    if (claim_.compare_exchange_weak(claim, claim - 1, std::memory_order_acquire, std::memory_order_relaxed)) {
+      *task = n_tasks_ - static_cast<int>(claim & kCountMask);  // ascending: 0, 1, ...
+      return true;
+    }
+  }
+}
+
+void ThreadPool::finish_tasks(uint32_t count) {
+  if (count == 0) return;
+  if (unfinished_.fetch_sub(count) == count && caller_sleeping_.load()) futex_wake(unfinished_, 1);
+}
+
+void ThreadPool::run_published_job(uint32_t generation, int thread_index) {
+  const uint64_t claim = claim_.load(std::memory_order_acquire);
+  if (generation_of(claim) != generation) return;  // a later call is being published; see it next
+  uint32_t n_done = 0;
+  if (claim & kStaticBit) {
+    // The caller waits for this thread's share, so job_ and n_tasks_ stay valid here.
+    const int n_tasks = static_cast<int>(claim & kCountMask);
+    for (int t = thread_index; t < n_tasks; t += n_threads_, ++n_done) (*job_)(t, thread_index);
+  } else {
+    for (int t; claim_task(generation, &t); ++n_done) (*job_)(t, thread_index);
+  }
+  finish_tasks(n_done);
 }
 
 void ThreadPool::worker_loop(int thread_index) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    uint64_t gen = seen;
-    spin_until([&] {
-      gen = generation_.load(std::memory_order_acquire);
-      return gen != seen || stopping_.load(std::memory_order_relaxed);
-    });
-    if (gen == seen) {
-      std::unique_lock<std::mutex> lock(mutex_);
+    const auto changed = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(changed, kWorkerSpin)) {
       n_sleeping_.fetch_add(1);
-      work_ready_.wait(lock, [&] { return stopping_.load() || generation_.load() != seen; });
+      while (generation_.load() == seen) futex_wait(generation_, seen);
       n_sleeping_.fetch_sub(1);
-      gen = generation_.load();
     }
     if (stopping_.load()) return;
-    seen = gen;
-    const std::function<void(int, int)>* job = job_;
-    const int n_tasks = n_tasks_;
-    for (int t = thread_index; t < n_tasks; t += n_threads_) (*job)(t, thread_index);
-    if (n_busy_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
-      { std::lock_guard<std::mutex> lock(mutex_); }
-      work_done_.notify_one();
-    }
+    seen = generation_.load(std::memory_order_acquire);
+    run_published_job(seen, thread_index);
   }
 }
 

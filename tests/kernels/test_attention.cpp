@@ -169,6 +169,12 @@ TEST(Attention, RowResultIndependentOfBatchThreadsAndSlotLayout) {
             << isa_name(isa) << " row " << i << " as a chain";
       }
     }
+    // Small problems above run on the caller (attention's work floor); these are well above
+    // it (>= 1 M multiply-adds), so the pool splits them over heads and row tiles.
+    for (int m : {1, 5, 17}) {
+      const Problem big = random_problem(rng, 8, 2, 64, 600 + static_cast<int>(rng.below(100)), m);
+      EXPECT_EQ(run(big, &pool), run(big, nullptr)) << isa_name(isa) << " M = " << m << ": 2 threads differ";
+    }
     set_active_isa(previous);
   }
 }
