@@ -134,7 +134,7 @@ void run_generate(const GenerateArgs& args) {
   engine.save_lookup_cache();
 }
 
-void setup(CLI::App& app) {
+void setup_generate(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "generate text from a prompt (speculative when a drafter is set)");
   args->engine.add_to(cmd);
@@ -152,6 +152,6 @@ void setup(CLI::App& app) {
 
 }  // namespace
 
-SPECDEC_COMMAND("generate", setup);
+SPECDEC_COMMAND("generate", setup_generate);
 
 }  // namespace specdec::cli
