@@ -114,30 +114,30 @@ void setup_bench(CLI::App& app) {
   args->engine.add_to(cmd);
   args->sampling.add_to(cmd);
   BenchOptions& b = args->bench;
-  cmd->add_option("--reps", b.reps, "repeats per timing; medians are reported")->check(CLI::PositiveNumber);
+  cmd->add_option("--reps", b.reps, "repeats per timing; medians are reported")->check(integer_at_least(1));
   cmd->add_option("--min-rep-ms", args->min_rep_ms, "a repeat loops its forward for at least this long (ms)");
   cmd->add_option("--ctx-short", b.short_ctx, "cache positions before the timed rows at the short context")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_at_least(1));
   cmd->add_option("--ctx-long", b.long_ctx, "the long context (capped by the model's context)");
   cmd->add_option("--m-max", b.m_max, "largest row count M of the cost curve")->check(CLI::Range(2, 64));
-  cmd->add_option("--prefill-chunk", b.prefill_chunk, "tokens per prefill forward")->check(CLI::PositiveNumber);
+  cmd->add_option("--prefill-chunk", b.prefill_chunk, "tokens per prefill forward")->check(integer_at_least(1));
   cmd->add_option("--bw-mib", args->bandwidth_mib, "read-bandwidth probe size in MiB (0: skip)");
   cmd->add_option("--bw-passes", b.bandwidth_passes, "read-bandwidth probe passes (best is kept)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_at_least(1));
   cmd->add_option("--prompts", args->prompts_file, "end to end: prompts file, one per line; a line starting with \" is a JSON string (newlines) (default: built-in)");
-  cmd->add_option("-n,--n-predict", b.max_tokens, "end to end: tokens per request")->check(CLI::PositiveNumber);
+  cmd->add_option("-n,--n-predict", b.max_tokens, "end to end: tokens per request")->check(integer_at_least(1));
   cmd->add_option("--simulate-alpha", b.simulate_alpha, "SIMULATION at these acceptance rates (repeatable)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--simulate-c-draft", b.simulate_c_draft,
                   "SIMULATION: draft cost per token / target 1-row forward (default: measured, 0 model-free)");
-  cmd->add_option("--simulate-k-max", b.simulate_k_max, "SIMULATION: largest K")->check(CLI::PositiveNumber);
+  cmd->add_option("--simulate-k-max", b.simulate_k_max, "SIMULATION: largest K")->check(integer_at_least(1));
   cmd->add_option("--simulate-loop", b.simulate_loop_tokens,
                   "SIMULATION: also run the decode loop with forced acceptance for N tokens per (alpha, K)");
   cmd->add_option("--simulate-tree", args->tree_profiles,
                   "SIMULATION: chain vs token tree at equal node budget for this per-rank acceptance profile "
                   "alpha_0,alpha_1,... (P that a node's r-th best child is the accepted one; repeatable)");
   cmd->add_option("--simulate-tree-nodes", b.simulate_tree_nodes, "SIMULATION: tree node budgets (default 8 16)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_at_least(1));
   cmd->add_flag("--compare-chain", b.compare_chain,
                 "end to end with --spec tree / --tree-nodes: also the same drafter as a chain of the same budget");
   cmd->add_option("--plot", args->plot_file, "write an SVG with c(M) and speedup-vs-K curves");

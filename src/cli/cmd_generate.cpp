@@ -141,7 +141,7 @@ void setup_generate(CLI::App& app) {
   args->sampling.add_to(cmd);
   auto* p = cmd->add_option("-p,--prompt", args->prompt, "prompt text");
   cmd->add_option("-f,--file", args->prompt_file, "read the prompt from a file")->excludes(p);
-  cmd->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->check(CLI::PositiveNumber);
+  cmd->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->check(integer_at_least(1));
   cmd->add_option("--stop", args->stop, "stop string (repeatable)");
   cmd->add_flag("--show-drafts", args->show_drafts, "color accepted / corrected / bonus tokens (TTY only)");
   cmd->add_flag("--compare-plain", args->compare_plain, "also run plain decoding and print the speedup");

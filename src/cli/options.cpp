@@ -66,6 +66,24 @@ void SamplingCliOptions::add_to(CLI::App* cmd) {
   cmd->add_option("-s,--seed", params.seed, "random seed (same seed + settings + fixed K = same output)");
 }
 
+CLI::Validator integer_at_least(long long min_value) {
+  const std::string bound = "an integer >= " + std::to_string(min_value);
+  return CLI::Validator(
+      [min_value, bound](std::string& text) -> std::string {
+        long long value = 0;
+        size_t used = 0;
+        try {
+          value = std::stoll(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size()) return "must be " + bound + ", got '" + text + "'";
+        if (value < min_value) return "must be " + bound + ", got " + text;
+        return "";
+      },
+      bound);
+}
+
 SamplingParams SamplingCliOptions::to_params() const {
   if (params.temperature < 0) throw Error("--temp " + std::to_string(params.temperature) + " must be >= 0");
   if (params.top_p <= 0) throw Error("--top-p " + std::to_string(params.top_p) + " must be > 0");

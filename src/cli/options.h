@@ -26,6 +26,11 @@ struct EngineCliOptions {
   EngineOptions to_engine_options() const;
 };
 
+// A CLI11 check that the value is an integer >= min_value. Its message names the value and
+// the bound ("must be an integer >= 1, got '0'"), where CLI11's PositiveNumber printed a range
+// up to 1.8e308 and said the same for text that is not a number.
+CLI::Validator integer_at_least(long long min_value);
+
 struct SamplingCliOptions {
   SamplingParams params;
   void add_to(CLI::App* cmd);

@@ -33,6 +33,20 @@ TEST(CliGenerate, GreedyStories260KMatchesLlamaCppGolden) {
   EXPECT_EQ(r.out.find("<s>"), std::string::npos) << "BOS must never be printed";
 }
 
+TEST(CliGenerate, CountOptionsNameTheBadValueAndTheBound) {
+  SPECDEC_REQUIRE_CLI();
+  SPECDEC_FIXTURE(model, "models/stories260K.gguf");
+  for (const auto& [value, shown] : {std::pair<std::string, std::string>{"0", "got 0"},
+                                     {"-3", "got -3"}, {"lots", "got 'lots'"}, {"4x", "got '4x'"}}) {
+    auto r = run_cli("generate -m '" + model + "' -p 'Once' -n " + value);
+    EXPECT_NE(r.exit_code, 0) << value;
+    const std::string text = r.err + r.out;
+    EXPECT_NE(text.find("--n-predict"), std::string::npos) << text;
+    EXPECT_NE(text.find("must be an integer >= 1, " + shown), std::string::npos) << text;
+    EXPECT_EQ(text.find("1797693"), std::string::npos) << "no 1.8e308 range in the message: " << text;
+  }
+}
+
 TEST(CliGenerate, ConvertedLlama2cCheckpointGeneratesTheSameText) {
   SPECDEC_REQUIRE_CLI();
   SPECDEC_FIXTURE(bin, "models/stories260K.bin");
