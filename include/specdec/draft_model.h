@@ -53,6 +53,8 @@ struct DraftModelOptions {
 // holds a prefix of the committed tokens (plus forwarded draft tokens until accept()): it is
 // truncated on rejection and catches up on accepted/bonus tokens at the next propose().
 // Randomness: an Rng seeded from sampling.seed at the first propose() after begin().
+// Chains of several drafters sharing one draft model can also be proposed together, one shared
+// draft forward per level (BatchedDraft, specdec/batched_draft.h), with identical results.
 class DraftModelDrafter : public Drafter {
  public:
   // draft_model must outlive the drafter. Throws Error for bad options (naming them).
@@ -73,16 +75,46 @@ class DraftModelDrafter : public Drafter {
   std::span<const Token> cached_tokens() const { return cached_; }
   // Draft-model rows forwarded since construction (prefill, catch-up, chain and tree nodes).
   int64_t forwarded_rows() const { return forwarded_rows_; }
+  // Draft-model forward calls made by this drafter itself since construction (the shared
+  // forwards of a BatchedDraft are counted there, not here).
+  int64_t forwards() const { return forwards_; }
+  // True when propose() can run inside a BatchedDraft (chains; trees draft alone).
+  bool batchable() const { return options_.tree_nodes == 0; }
+  const Transformer& model() const { return model_; }
   // Tree nodes forwarded (expanded) by the last tree proposal.
   int last_expanded() const { return last_expanded_; }
 
  private:
+  friend class BatchedDraft;  // drives the chain steps below for several drafters at once
+
+  // A chain proposal as a sequence of steps, each one draft forward (shared with other
+  // sequences by BatchedDraft; propose() runs them with forwards of its own rows alone):
+  //   start_chain(context, n_max, sampling)   reseeds/truncates, queues the catch-up tokens
+  //   while (add_step_rows(batch, seq, max_rows) > 0):
+  //     forward(batch) -> take_step_logits(logits, row)   samples the next draft token
+  //   finish_chain(seconds) -> the Draft
+  // The draws, q and cache contents equal those of the one-shot loop whatever the batch (the
+  // draft model is batch invariant), so a batched proposal is bit-identical to a lone one.
+  void start_chain(std::span<const Token> context, int n_max, const SamplingParams& sampling);
+  // Shared start of every proposal (seeds the Rng once, drops tree rows); returns n_max capped
+  // to the draft positions left.
+  int start_proposal(std::span<const Token> context, int n_max, const SamplingParams& sampling);
+  // Appends this drafter's rows for the next forward as sequence `seq` (at most max_rows >= 1,
+  // the last one with logits when it ends the pending tokens); returns the count (0: done).
+  int add_step_rows(Batch& batch, int32_t seq, int max_rows);
+  // True when the rows added last asked for logits.
+  bool step_wants_logits() const { return step_.want_logits; }
+  // After the forward that carried add_step_rows' rows: `row` = this drafter's logits row in
+  // `logits` (-1 when it asked for none).
+  void take_step_logits(const Logits& logits, int row);
+  Draft finish_chain(double seconds);
+  // Samples draft token step_.i from step_.logits, or ends the chain (n_max, p_min).
+  void draw_next();
   // Makes the cache hold context[0 .. n) and returns the logits of the last row.
   std::vector<float> sync(std::span<const Token> context);
   // Forwards `tokens` as a chain after the cache (no logits unless want_last).
   void forward_chain(std::span<const Token> tokens, bool want_last, std::vector<float>* last_logits);
   std::span<const float> masked(std::vector<float>& logits) const;
-  Draft propose_chain(std::span<const Token> context, int n_max, const SamplingParams& sampling);
   Draft propose_tree(std::span<const Token> context, int n_max, const SamplingParams& sampling);
   // One forward appending `nodes` of `tree` (one level; their ancestors already forwarded, at
   // drawn_slot_) to the cache after the n_ctx_tokens context; returns each node's logits
@@ -109,6 +141,22 @@ class DraftModelDrafter : public Drafter {
   std::map<std::vector<Token>, int> forwarded_path_slot_;  // forwarded node's path tokens -> its slot
   std::vector<int> tree_slot_;      // (n_nodes) cache slot of each node of the last tree proposal, or -1
   std::vector<Token> tree_tokens_;  // (n_nodes) the last tree proposal's tokens (to recognise it in accept)
+  struct ChainStep {
+    SamplingParams sampling;
+    int n_max = 0, i = 0;            // tokens drawn so far (i) of at most n_max
+    Draft draft;
+    std::vector<Token> history;      // (context + drawn) penalty history
+    std::vector<Token> pending;      // (n_pending) tokens still to forward (catch-up or the last draw)
+    size_t pending_pos = 0;          // next pending token to forward
+    int rows_in_flight = 0;          // rows added to the current forward
+    bool want_logits = false;        // the rows in flight end with a logits row
+    bool pending_is_draft = false;   // pending holds a drawn token (counts in n_forwarded_)
+    bool done = true;
+    std::vector<float> logits;       // (n_vocab_draft) after the last forwarded token
+    std::vector<SparseDist> q_after; // QRecomputedAfter only: q one row late
+  };
+  ChainStep step_;
+  int64_t forwards_ = 0;
   Batch batch_;                  // scratch
   Logits logits_;                // scratch (n_rows, n_vocab)
 };

@@ -111,7 +111,7 @@ void run_serve(ServeArgs& args) {
   signal_thread.join();
 }
 
-void setup(CLI::App& app) {
+void setup_serve(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with speculative decoding");
   args->engine.add_to(cmd);
@@ -127,6 +127,8 @@ void setup(CLI::App& app) {
   cmd->add_option("--http-threads", args->http.n_threads, "HTTP workers (default: slots + queue + 8)");
   cmd->add_option("--prefill-chunk", args->scheduler.prefill_chunk, "prompt rows per batched forward (default 256)")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("!--no-draft-batching", args->scheduler.batch_drafts,
+                "each slot drafts with the draft model alone instead of sharing one draft forward per level");
   cmd->add_option("--chat-template", args->chat_template,
                   "chat template family instead of the model's: " + chat_family_names());
   cmd->add_option("--alias", args->alias, "model id reported by /v1/models (default: the file name)");
@@ -135,6 +137,6 @@ void setup(CLI::App& app) {
 
 }  // namespace
 
-SPECDEC_COMMAND("serve", setup);
+SPECDEC_COMMAND("serve", setup_serve);
 
 }  // namespace specdec::cli

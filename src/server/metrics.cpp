@@ -78,6 +78,14 @@ void Metrics::record_job(const JobResult& r) {
   }
 }
 
+void Metrics::record_draft(int64_t n_forwards, int64_t n_rows, double seconds) {
+  std::lock_guard lock(mutex_);
+  ++draft_iterations_;
+  draft_forwards_ += static_cast<uint64_t>(n_forwards);
+  draft_rows_ += static_cast<uint64_t>(n_rows);
+  draft_seconds_ += seconds;
+}
+
 void Metrics::record_iteration(int n_rows, int n_decoding, int k, double seconds) {
   std::lock_guard lock(mutex_);
   (void)k;
@@ -137,6 +145,15 @@ std::string Metrics::render(const SchedulerGauges& g) const {
   out += "specdec_batch_rows_total " + std::to_string(forward_rows_) + "\n";
   header(&out, "specdec_batch_forward_seconds_total", "counter", "Time inside those forwards.");
   out += "specdec_batch_forward_seconds_total " + number(forward_seconds_) + "\n";
+  header(&out, "specdec_draft_model_iterations_total", "counter", "Scheduler iterations in which the draft model drafted.");
+  out += "specdec_draft_model_iterations_total " + std::to_string(draft_iterations_) + "\n";
+  header(&out, "specdec_draft_model_forwards_total", "counter",
+         "Draft-model forwards in those iterations (one per level when the slots draft in a batch).");
+  out += "specdec_draft_model_forwards_total " + std::to_string(draft_forwards_) + "\n";
+  header(&out, "specdec_draft_model_rows_total", "counter", "Rows in those draft-model forwards.");
+  out += "specdec_draft_model_rows_total " + std::to_string(draft_rows_) + "\n";
+  header(&out, "specdec_draft_model_seconds_total", "counter", "Time spent drafting in those iterations.");
+  out += "specdec_draft_model_seconds_total " + number(draft_seconds_) + "\n";
   header(&out, "specdec_batch_rows_last", "gauge", "Rows in the last forward.");
   out += "specdec_batch_rows_last " + std::to_string(last_rows_) + "\n";
   header(&out, "specdec_time_to_first_token_seconds", "histogram", "Submission to first generated token.");

@@ -42,6 +42,9 @@ class Metrics {
   void record_job(const JobResult& result);
   // One scheduler iteration: rows in the forward, sequences decoding, the batch K chosen.
   void record_iteration(int n_rows, int n_decoding, int k, double seconds);
+  // One scheduler iteration's drafting with the draft model: forwards (shared by the slots
+  // when batched), their rows, and the time all drafters took.
+  void record_draft(int64_t n_forwards, int64_t n_rows, double seconds);
   std::string render(const SchedulerGauges& gauges) const;
 
  private:
@@ -54,6 +57,8 @@ class Metrics {
   std::vector<uint64_t> drafted_by_pos_, accepted_by_pos_;    // (max depth)
   uint64_t iterations_ = 0, forward_rows_ = 0;
   double forward_seconds_ = 0.0;
+  uint64_t draft_forwards_ = 0, draft_rows_ = 0, draft_iterations_ = 0;
+  double draft_seconds_ = 0.0;
   int last_rows_ = 0, last_decoding_ = 0;
   Histogram ttft_, tpot_, queue_wait_;
 };

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "server/metrics.h"
+#include "specdec/draft_model.h"
 #include "specdec/error.h"
 #include "specdec/timer.h"
 
@@ -15,6 +16,7 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& options, Metrics* m
   if (options.n_slots < 1) throw Error("--parallel " + std::to_string(options.n_slots) + " must be >= 1");
   if (options.queue_max < 0) throw Error("--queue " + std::to_string(options.queue_max) + " must be >= 0");
   for (int i = 0; i < options.n_slots; ++i) slots_.push_back(std::make_unique<Slot>(i, engine));
+  if (options.batch_drafts && engine.draft_model()) batched_draft_ = std::make_unique<BatchedDraft>(*engine.draft_model());
   thread_ = std::thread([this] { run(); });
 }
 
@@ -143,6 +145,49 @@ void Scheduler::fail_all_busy(const std::string& error) {
   }
 }
 
+int Scheduler::draft_all(const std::vector<Slot*>& decoding, int k_batch, double* seconds) {
+  int n_drafted = 0;
+  std::vector<BatchedDraft::Job> jobs;  // (n_batched) draft-model chains, drafted together
+  std::vector<Slot*> job_slots;         // (n_batched)
+  int64_t model_forwards = 0, model_rows = 0;
+  double model_seconds = 0.0;
+  bool model_drafted = false;
+  for (Slot* s : decoding) {
+    const int k = s->adaptive() ? std::clamp(k_batch, s->k_floor(), s->k_limit()) : s->k_limit();
+    if (DraftModelDrafter* d = k > 0 && batched_draft_ ? batched_draft_->batchable(s->drafter()) : nullptr) {
+      jobs.push_back({d, s->context(), k, &s->sampling()});
+      job_slots.push_back(s);
+      continue;
+    }
+    // Everything else proposes alone (lookup, n-gram, hybrid, heads, draft trees; K = 0: none).
+    const auto* alone = dynamic_cast<const DraftModelDrafter*>(s->drafter());
+    const int64_t forwards0 = alone ? alone->forwards() : 0, rows0 = alone ? alone->forwarded_rows() : 0;
+    n_drafted += s->propose(k);
+    *seconds += s->last_draft_seconds();
+    if (alone && k > 0) {
+      model_drafted = true;
+      model_forwards += alone->forwards() - forwards0;
+      model_rows += alone->forwarded_rows() - rows0;
+      model_seconds += s->last_draft_seconds();
+    }
+  }
+  if (!jobs.empty()) {
+    const int64_t forwards0 = batched_draft_->forwards(), rows0 = batched_draft_->rows();
+    const double t0 = now_seconds();
+    std::vector<Draft> drafts = batched_draft_->propose(jobs);  // (n_batched)
+    const double elapsed = now_seconds() - t0;
+    for (size_t i = 0; i < jobs.size(); ++i)
+      n_drafted += job_slots[i]->set_draft(std::move(drafts[i]), jobs[i].n_max, elapsed / static_cast<double>(jobs.size()));
+    *seconds += elapsed;
+    model_drafted = true;
+    model_forwards += batched_draft_->forwards() - forwards0;
+    model_rows += batched_draft_->rows() - rows0;
+    model_seconds += elapsed;
+  }
+  if (metrics_ && model_drafted) metrics_->record_draft(model_forwards, model_rows, model_seconds);
+  return n_drafted;
+}
+
 void Scheduler::iterate() {
   std::vector<Slot*> decoding, prefilling;
   for (auto& slot : slots_) {
@@ -164,15 +209,13 @@ void Scheduler::iterate() {
     current_k_ = k_batch;
   }
 
+  double draft_seconds = 0.0;
+  const int n_drafted_tokens = draft_all(decoding, k_batch, &draft_seconds);
   batch_.clear();
   std::vector<KvCache*> caches;     // (n_seqs) indexed by batch.seq
   std::vector<int> first_logits;    // (n_decoding) index of each decoding slot's first logits row
-  int n_logit_rows = 0, n_drafted_tokens = 0;
-  double draft_seconds = 0.0;
+  int n_logit_rows = 0;
   for (Slot* s : decoding) {
-    const int k = s->adaptive() ? std::clamp(k_batch, s->k_floor(), s->k_limit()) : s->k_limit();
-    n_drafted_tokens += s->propose(k);
-    draft_seconds += s->last_draft_seconds();
     first_logits.push_back(n_logit_rows);
     n_logit_rows += s->add_verify_rows(batch_, static_cast<int>(caches.size()));
     caches.push_back(&s->cache());

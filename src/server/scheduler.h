@@ -13,6 +13,7 @@
 #include "server/job.h"
 #include "server/load_aware_k.h"
 #include "server/slot.h"
+#include "specdec/batched_draft.h"
 #include "specdec/engine.h"
 
 namespace specdec::server {
@@ -24,6 +25,9 @@ struct SchedulerOptions {
   int queue_max = 16;          // requests waiting for a slot before 503
   int prefill_chunk = 256;     // prompt rows per forward (shared by the slots prefilling)
   int probe_interval = 16;     // load-aware K: a plain iteration every N
+  // Slots drafting chains with the draft model share each draft forward (one per level for
+  // all of them, spec/batched_draft.h); false: each slot drafts alone (for comparisons).
+  bool batch_drafts = true;
 };
 
 class Scheduler {
@@ -47,6 +51,9 @@ class Scheduler {
   void admit(double now);                 // queue -> free slots (longest shared prefix first)
   void expire(double now);                // cancelled / timed out jobs leave their slot
   void iterate();                         // one batched forward over the busy slots
+  // Every decoding slot's draft for this iteration (k_batch: the load-aware K); returns the
+  // nodes drafted and adds the drafting time to *seconds.
+  int draft_all(const std::vector<Slot*>& decoding, int k_batch, double* seconds);
   void fail_all_busy(const std::string& error);
 
   Engine& engine_;
@@ -54,6 +61,7 @@ class Scheduler {
   Metrics* metrics_;
   std::vector<std::unique_ptr<Slot>> slots_;
   LoadAwareK k_controller_;
+  std::unique_ptr<BatchedDraft> batched_draft_;  // with a draft model and batch_drafts
 
   mutable std::mutex mutex_;              // guards queue_, stopping_, busy count, current K
   std::condition_variable wake_;

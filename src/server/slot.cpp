@@ -101,8 +101,15 @@ int Slot::propose(int k) {
   last_draft_seconds_ = 0.0;
   if (!drafter_ || k <= 0) return 0;
   const double t0 = now_seconds();
-  draft_ = drafter_->propose(tokens_, k, job_->request().sampling);
-  last_draft_seconds_ = now_seconds() - t0;
+  Draft draft = drafter_->propose(tokens_, k, job_->request().sampling);
+  return set_draft(std::move(draft), k, now_seconds() - t0);
+}
+
+int Slot::set_draft(Draft draft, int k, double seconds) {
+  SPECDEC_CHECK(drafter_ || draft.empty(), "slot " + std::to_string(index_) + ": a draft without a drafter");
+  draft_ = std::move(draft);
+  last_draft_seconds_ = seconds;
+  if (draft_.empty()) return 0;
   validate_draft(draft_);
   if (draft_.size() > k)
     throw Error("drafter " + drafter_->name() + " proposed " + std::to_string(draft_.size()) + " nodes, more than " +

@@ -57,9 +57,16 @@ class Slot {
   int k_limit() const;
   int k_floor() const;
   bool adaptive() const;
-  // Drafts up to k nodes (k <= k_limit()). Returns the number of nodes proposed.
+  // Drafts up to k nodes (k <= k_limit()) with this slot's own drafter. Returns the number of
+  // nodes proposed.
   int propose(int k);
+  // Or: this step's draft made elsewhere (BatchedDraft, with drafter() and context()) in
+  // `seconds`; validated like propose()'s. Returns the number of nodes.
+  int set_draft(Draft draft, int k, double seconds);
   double last_draft_seconds() const { return last_draft_seconds_; }
+  Drafter* drafter() const { return drafter_; }                 // this request's (null: plain)
+  std::span<const Token> context() const { return tokens_; }    // committed tokens
+  const SamplingParams& sampling() const { return job_->request().sampling; }
   // Appends [last token, draft nodes...] for sequence `seq`, all with logits; returns the count.
   int add_verify_rows(Batch& batch, int seq);
   // After the forward: first_logits = index in `logits` of this slot's first verify row.

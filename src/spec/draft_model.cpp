@@ -1,4 +1,5 @@
-// spec/draft_model.cpp — DraftModelDrafter: cache bookkeeping and chain drafting.
+// spec/draft_model.cpp — DraftModelDrafter: cache bookkeeping and chain drafting (as steps of
+// one draft forward each, so that BatchedDraft can share the forwards among sequences).
 // Tree drafting is in draft_model_tree.cpp.
 #include <algorithm>
 #include <limits>
@@ -55,6 +56,7 @@ void DraftModelDrafter::forward_chain(std::span<const Token> tokens, bool want_l
                  0, logits);
     }
     model_.forward(batch_, caches, logits_);
+    ++forwards_;
     forwarded_rows_ += static_cast<int64_t>(end - start);
     cached_.insert(cached_.end(), tokens.begin() + static_cast<std::ptrdiff_t>(start),
                    tokens.begin() + static_cast<std::ptrdiff_t>(end));
@@ -97,49 +99,127 @@ void DraftModelDrafter::begin(std::span<const Token> prompt) {
 }
 
 Draft DraftModelDrafter::propose(std::span<const Token> context, int n_max, const SamplingParams& sampling) {
-  if (!seeded_) {
-    rng_ = Rng(sampling.seed ^ kDraftStream);
-    seeded_ = true;
-  }
   const double t0 = now_seconds();
-  propose_base_ = static_cast<int>(context.size());
-  n_forwarded_ = 0;
-  drop_tree_rows();
-  // Every drafted node needs a draft position: context + (n_max - 1) forwarded tokens.
-  n_max = std::min(n_max, cache_.capacity() - static_cast<int>(context.size()) + 1);
-  Draft draft;
-  if (n_max > 0 && !context.empty()) {
-    draft = options_.tree_nodes > 0 ? propose_tree(context, n_max, sampling) : propose_chain(context, n_max, sampling);
+  if (options_.tree_nodes == 0) {
+    // Chains run the same steps as a BatchedDraft, with forwards of this drafter's rows alone.
+    start_chain(context, n_max, sampling);
+    KvCache* caches[] = {&cache_};
+    for (;;) {
+      batch_.clear();
+      if (add_step_rows(batch_, 0, kChunk) == 0) break;
+      model_.forward(batch_, caches, logits_);
+      ++forwards_;
+      take_step_logits(logits_, step_wants_logits() ? 0 : -1);
+    }
+    return finish_chain(now_seconds() - t0);
   }
+  n_max = start_proposal(context, n_max, sampling);
+  Draft draft;
+  if (n_max > 0 && !context.empty()) draft = propose_tree(context, n_max, sampling);
   draft_seconds_ += now_seconds() - t0;
   return draft;
 }
 
-Draft DraftModelDrafter::propose_chain(std::span<const Token> context, int n_max, const SamplingParams& sampling) {
-  Draft draft;
-  draft.rule = ChildRule::IndependentWithReplacement;  // a chain of single draws from q
-  std::vector<float> logits = sync(context);           // (n_vocab_draft) after the last token
-  std::vector<Token> history(context.begin(), context.end());
-  std::vector<SparseDist> q_after;                     // QRecomputedAfter only: q one row late
-  for (int i = 0; i < n_max; ++i) {
-    SparseDist q = make_distribution(masked(logits), sampling, history);
-    if (p_min_ > 0.0f && max_prob(q) < p_min_) break;
-    const Token x = sample(q, rng_);
-    if (options_.bug == PlantedBug::TransformOnPOnly) q = make_distribution(masked(logits), untransformed(), history);
-    if (options_.bug == PlantedBug::QRecomputedAfter && i > 0) q_after.push_back(q);
-    draft.add(x, i - 1, std::move(q));
-    history.push_back(x);
-    const bool last = i + 1 == n_max;
-    if (!last || options_.bug == PlantedBug::QRecomputedAfter) {
-      const Token one[] = {x};
-      forward_chain(one, true, &logits);
-      ++n_forwarded_;
-    }
+int DraftModelDrafter::start_proposal(std::span<const Token> context, int n_max, const SamplingParams& sampling) {
+  if (!seeded_) {
+    rng_ = Rng(sampling.seed ^ kDraftStream);
+    seeded_ = true;
   }
+  propose_base_ = static_cast<int>(context.size());
+  n_forwarded_ = 0;
+  drop_tree_rows();
+  // Every drafted node needs a draft position: context + (n_max - 1) forwarded tokens.
+  return std::min(n_max, cache_.capacity() - static_cast<int>(context.size()) + 1);
+}
+
+void DraftModelDrafter::start_chain(std::span<const Token> context, int n_max, const SamplingParams& sampling) {
+  SPECDEC_CHECK(batchable(), "draft model: step-wise proposals are for chains");
+  step_ = ChainStep{};
+  step_.n_max = start_proposal(context, n_max, sampling);
+  if (step_.n_max <= 0 || context.empty()) return;  // done: an empty (deterministic) draft
+  step_.done = false;
+  step_.sampling = sampling;
+  step_.draft.rule = ChildRule::IndependentWithReplacement;  // a chain of single draws from q
+  step_.history.assign(context.begin(), context.end());
+  // Reuse the longest cached prefix; the last context token is always forwarded for its logits.
+  const size_t n_keep = std::min(common_prefix_length(cached_, context), context.size() - 1);
+  cache_.truncate(static_cast<int>(n_keep));
+  cached_.resize(n_keep);
+  step_.pending.assign(context.begin() + static_cast<std::ptrdiff_t>(n_keep), context.end());
+}
+
+int DraftModelDrafter::add_step_rows(Batch& batch, int32_t seq, int max_rows) {
+  step_.rows_in_flight = 0;
+  step_.want_logits = false;
+  if (step_.done) return 0;
+  SPECDEC_CHECK(max_rows >= 1, "draft step with no room for rows");
+  const size_t left = step_.pending.size() - step_.pending_pos;
+  const int n = static_cast<int>(std::min({left, static_cast<size_t>(max_rows), static_cast<size_t>(kChunk)}));
+  const int pos0 = cache_.size();
+  const int base = batch.size();
+  step_.want_logits = static_cast<size_t>(n) == left;
+  for (int j = 0; j < n; ++j) {
+    batch.add(step_.pending[step_.pending_pos + static_cast<size_t>(j)], pos0 + j, j == 0 ? -1 : base + j - 1, seq,
+              step_.want_logits && j + 1 == n);
+  }
+  step_.rows_in_flight = n;
+  return n;
+}
+
+void DraftModelDrafter::take_step_logits(const Logits& logits, int row) {
+  SPECDEC_CHECK(!step_.done && step_.rows_in_flight > 0, "draft step: logits without rows in flight");
+  const auto first = step_.pending.begin() + static_cast<std::ptrdiff_t>(step_.pending_pos);
+  cached_.insert(cached_.end(), first, first + step_.rows_in_flight);
+  forwarded_rows_ += step_.rows_in_flight;
+  step_.pending_pos += static_cast<size_t>(step_.rows_in_flight);
+  step_.rows_in_flight = 0;
+  SPECDEC_CHECK(cache_.size() == static_cast<int>(cached_.size()), "draft step: cache and tokens disagree");
+  if (!step_.want_logits) return;  // more catch-up rows to come
+  SPECDEC_CHECK(row >= 0 && row < logits.n_rows(), "draft step: missing logits row");
+  step_.logits.assign(logits.row(row), logits.row(row) + logits.n_vocab);
+  if (step_.pending_is_draft) ++n_forwarded_;
+  step_.pending.clear();
+  step_.pending_pos = 0;
+  step_.pending_is_draft = false;
+  draw_next();
+}
+
+void DraftModelDrafter::draw_next() {
+  ChainStep& s = step_;
+  if (s.i >= s.n_max) {  // only after QRecomputedAfter forwarded the last draw
+    s.done = true;
+    return;
+  }
+  SparseDist q = make_distribution(masked(s.logits), s.sampling, s.history);
+  if (p_min_ > 0.0f && max_prob(q) < p_min_) {
+    s.done = true;
+    return;
+  }
+  const Token x = sample(q, rng_);
+  if (options_.bug == PlantedBug::TransformOnPOnly) q = make_distribution(masked(s.logits), untransformed(), s.history);
+  if (options_.bug == PlantedBug::QRecomputedAfter && s.i > 0) s.q_after.push_back(q);
+  s.draft.add(x, s.i - 1, std::move(q));
+  s.history.push_back(x);
+  ++s.i;
+  if (s.i < s.n_max || options_.bug == PlantedBug::QRecomputedAfter) {
+    s.pending.assign(1, x);  // forwarded next step for the next draw's logits
+    s.pending_is_draft = true;
+  } else {
+    s.done = true;
+  }
+}
+
+Draft DraftModelDrafter::finish_chain(double seconds) {
+  SPECDEC_CHECK(step_.done, "draft step: chain finished before its last step");
+  Draft draft = std::move(step_.draft);
   if (options_.bug == PlantedBug::QRecomputedAfter && draft.size() > 0) {
-    if (n_forwarded_ == draft.size()) q_after.push_back(make_distribution(masked(logits), sampling, history));
-    for (size_t i = 0; i < q_after.size() && i < draft.q.size(); ++i) draft.q[i] = q_after[i];
+    if (n_forwarded_ == draft.size()) {
+      step_.q_after.push_back(make_distribution(masked(step_.logits), step_.sampling, step_.history));
+    }
+    for (size_t i = 0; i < step_.q_after.size() && i < draft.q.size(); ++i) draft.q[i] = step_.q_after[i];
   }
+  step_ = ChainStep{};
+  draft_seconds_ += seconds;
   return draft;
 }
 
