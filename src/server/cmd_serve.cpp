@@ -119,14 +119,14 @@ void setup_serve(CLI::App& app) {
   cmd->add_option("--port", args->http.port, "port (0: any free port, printed at start)");
   cmd->add_option("--api-key", args->http.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
   cmd->add_option("--parallel,--np", args->scheduler.n_slots, "slots: sequences decoded together (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_at_least(1));
   cmd->add_option("--queue", args->scheduler.queue_max, "requests that may wait for a slot before 503 (default 16)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_at_least(0));
   cmd->add_option("--timeout", args->http.request_timeout, "seconds a request may take, queue included (default 600)");
   cmd->add_option("--max-body", args->max_body_bytes, "largest request body in bytes (default 1 MiB)");
   cmd->add_option("--http-threads", args->http.n_threads, "HTTP workers (default: slots + queue + 8)");
   cmd->add_option("--prefill-chunk", args->scheduler.prefill_chunk, "prompt rows per batched forward (default 256)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_at_least(1));
   cmd->add_flag("!--no-draft-batching", args->scheduler.batch_drafts,
                 "each slot drafts with the draft model alone instead of sharing one draft forward per level");
   cmd->add_option("--chat-template", args->chat_template,
