@@ -59,8 +59,13 @@ TEST(DemoPair, SpeculativeGreedyEqualsPlainGreedy) {
       const auto spec = engine.generate(request);
       EXPECT_EQ(spec.tokens, plain.tokens) << (adaptive ? "adaptive K: " : "K = 4: ") << prompt;
       EXPECT_EQ(spec.text, plain.text);
-      EXPECT_GT(spec.stats.n_drafted, 0) << "the draft model never drafted";
-      EXPECT_GT(spec.stats.n_accepted, 0) << "a trained draft should agree with its target sometimes";
+      // Adaptive K follows measured timings (c_draft, verify costs), so on a slow or loaded
+      // machine it may legitimately settle at K = 0: drafting and acceptance are required of the
+      // fixed K only, whose drafts do not depend on the clock.
+      if (!adaptive) {
+        EXPECT_GT(spec.stats.n_drafted, 0) << "the draft model never drafted";
+        EXPECT_GT(spec.stats.n_accepted, 0) << "a trained draft should agree with its target sometimes";
+      }
     }
   }
 }
