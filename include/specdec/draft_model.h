@@ -49,7 +49,8 @@ struct DraftModelOptions {
 
 // A second Transformer with its own KV cache. Chains: drafts autoregressively, sampling each
 // token from q = make_distribution(draft logits, the target's sampling params, history) and
-// recording that q (never recomputed); stops early when q's top probability < p_min. The cache
+// recording that q (never recomputed); stops early when its confidence (q's top probability;
+// under greedy decoding, the top probability at temperature 1) is below p_min. The cache
 // holds a prefix of the committed tokens (plus forwarded draft tokens until accept()): it is
 // truncated on rejection and catches up on accepted/bonus tokens at the next propose().
 // Randomness: an Rng seeded from sampling.seed at the first propose() after begin().
@@ -110,6 +111,9 @@ class DraftModelDrafter : public Drafter {
   Draft finish_chain(double seconds);
   // Samples draft token step_.i from step_.logits, or ends the chain (n_max, p_min).
   void draw_next();
+  // The draft's confidence in its next token for p_min: q's top probability, or under greedy
+  // decoding (q one-hot) the top probability at temperature 1. Cost: O(n_vocab) when greedy.
+  float confidence(const SparseDist& q);
   // Makes the cache hold context[0 .. n) and returns the logits of the last row.
   std::vector<float> sync(std::span<const Token> context);
   // Forwards `tokens` as a chain after the cache (no logits unless want_last).

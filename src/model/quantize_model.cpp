@@ -72,15 +72,7 @@ QuantizeModelStats quantize_model(const std::string& in_path, const std::string&
     if (type == t.type) {
       writer.write(t.data, static_cast<size_t>(t.n_bytes));
     } else {
-      const int64_t n_per_row = t.dims[0];
-      const int64_t n_rows = t.n_elements() / n_per_row;
-      const size_t in_row_bytes = dtype_row_bytes(t.type, n_per_row);
-      const uint8_t* data = t.data;
-      const DType in_type = t.type;
-      model_files::RowSource source = [=](int64_t row, float* out) {
-        dequantize_row(in_type, data + static_cast<size_t>(row) * in_row_bytes, out, n_per_row);
-      };
-      model_files::stream_tensor_rows(writer, type, n_per_row, n_rows, source, pool);
+      model_files::restream_tensor(writer, t, type, pool);
       ++stats.n_quantized;
     }
     stats.bytes_out += writer.tensor_bytes(i);

@@ -32,4 +32,18 @@ void stream_tensor_rows(GgufStreamWriter& writer, DType type, int64_t n_per_row,
   }
 }
 
+void restream_tensor(GgufStreamWriter& writer, const GgufTensorInfo& in, DType type, ThreadPool* pool,
+                     const RowEdit& edit) {
+  const int64_t n_per_row = in.dims[0];
+  const int64_t n_rows = in.n_elements() / n_per_row;
+  const size_t in_row_bytes = dtype_row_bytes(in.type, n_per_row);
+  const uint8_t* data = in.data;
+  const DType in_type = in.type;
+  const RowSource source = [=](int64_t row, float* out) {
+    dequantize_row(in_type, data + static_cast<size_t>(row) * in_row_bytes, out, n_per_row);
+    if (edit) edit(row, out, n_per_row);
+  };
+  stream_tensor_rows(writer, type, n_per_row, n_rows, source, pool);
+}
+
 }  // namespace specdec::model_files

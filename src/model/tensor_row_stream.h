@@ -26,4 +26,14 @@ using RowSource = std::function<void(int64_t row, float* out)>;
 void stream_tensor_rows(GgufStreamWriter& writer, DType type, int64_t n_per_row, int64_t n_rows,
                         const RowSource& source, ThreadPool* pool);
 
+// Changes a row of float32 values in place (row index, values (n_per_row)). Called concurrently
+// for different rows: it must depend on the row and its values only.
+using RowEdit = std::function<void(int64_t row, float* values, int64_t n_per_row)>;
+
+// Streams an input tensor's rows converted to `type`: each row dequantized to float32, passed to
+// `edit` when given, and quantized with stream_tensor_rows. Requires: `in` a tensor of a mapped
+// GGUF with at least one dimension. Cost: as stream_tensor_rows.
+void restream_tensor(GgufStreamWriter& writer, const GgufTensorInfo& in, DType type, ThreadPool* pool,
+                     const RowEdit& edit = nullptr);
+
 }  // namespace specdec::model_files

@@ -184,6 +184,16 @@ void DraftModelDrafter::take_step_logits(const Logits& logits, int row) {
   draw_next();
 }
 
+float DraftModelDrafter::confidence(const SparseDist& q) {
+  ChainStep& s = step_;
+  if (!s.sampling.greedy()) return max_prob(q);
+  // Greedy: q is one-hot, so the confidence is the top probability at temperature 1 (the same
+  // ranking the tree drafter uses), with the request's other settings.
+  SamplingParams ranking = s.sampling;
+  ranking.temperature = 1.0f;
+  return max_prob(make_distribution(masked(s.logits), ranking, s.history));
+}
+
 void DraftModelDrafter::draw_next() {
   ChainStep& s = step_;
   if (s.i >= s.n_max) {  // only after QRecomputedAfter forwarded the last draw
@@ -191,7 +201,7 @@ void DraftModelDrafter::draw_next() {
     return;
   }
   SparseDist q = make_distribution(masked(s.logits), s.sampling, s.history);
-  if (p_min_ > 0.0f && max_prob(q) < p_min_) {
+  if (p_min_ > 0.0f && confidence(q) < p_min_) {
     s.done = true;
     return;
   }

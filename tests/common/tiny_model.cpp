@@ -186,46 +186,23 @@ std::string make_random_llama(const std::string& name, const TinyModelSpec& spec
   return path;
 }
 
-void write_noisy_copy(const std::string& src_gguf, const std::string& dst, float noise_scale,
-                      uint64_t seed) {
-  auto src = GgufFile::open(src_gguf);
-  GgufWriter w;
-  for (const auto& [key, value] : src->metadata()) {
+namespace {
+void copy_metadata(const GgufFile& src, GgufWriter& w) {
+  for (const auto& [key, value] : src.metadata()) {
     if (key != "general.alignment") w.set(key, value);
   }
-  w.set_alignment(src->alignment());
-  Rng rng(seed);
-  const float unit = std::sqrt(3.0f);
+  w.set_alignment(src.alignment());
+}
+}  // namespace
+
+void write_edited_copy(const std::string& src_gguf, const std::string& dst,
+                       const std::function<void(GgufWriter&)>& edit) {
+  auto src = GgufFile::open(src_gguf);
+  GgufWriter w;
+  copy_metadata(*src, w);
+  edit(w);
   for (const GgufTensorInfo& t : src->tensors()) {
-    const bool numeric = t.type == DType::F32 || t.type == DType::F16 || t.type == DType::BF16 ||
-                         dtype_is_weight_type(t.type);
-    if (!numeric || t.dims.empty()) {
-      w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
-      continue;
-    }
-    const int64_t n_in = t.dims[0];
-    const int64_t n_rows = t.n_elements() / n_in;
-    const size_t row_bytes = dtype_row_bytes(t.type, n_in);
-    std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(n_rows));  // (n_rows, row_bytes)
-    std::vector<float> row(static_cast<size_t>(n_in));                     // (n_in)
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const uint8_t* in = t.data + r * row_bytes;
-      if (t.type == DType::F32) {
-        std::memcpy(row.data(), in, row_bytes);
-      } else {
-        dequantize_row(t.type, in, row.data(), n_in);
-      }
-      double sum_sq = 0.0;
-      for (float x : row) sum_sq += static_cast<double>(x) * x;
-      const float amplitude = noise_scale * static_cast<float>(std::sqrt(sum_sq / static_cast<double>(n_in)));
-      for (float& x : row) x += amplitude * unit * uniform_pm1(rng);
-      if (t.type == DType::F32) {
-        std::memcpy(bytes.data() + r * row_bytes, row.data(), row_bytes);
-      } else {
-        quantize_row(t.type, row.data(), bytes.data() + r * row_bytes, n_in);
-      }
-    }
-    w.add_tensor(t.name, t.type, t.dims, std::move(bytes));
+    w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
   }
   w.write(dst);
 }

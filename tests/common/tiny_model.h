@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "specdec/dtype.h"
+#include "specdec/gguf.h"
 
 namespace specdec::testing {
 
@@ -39,12 +41,10 @@ void write_random_llama(const std::string& path, const TinyModelSpec& spec);
 // Convenience: writes the model to temp_dir()/name and returns that path.
 std::string make_random_llama(const std::string& name, const TinyModelSpec& spec);
 
-// Copies src_gguf to dst with noise added to every floating-point tensor: each row x becomes
-// x + noise_scale * rms(x) * u with u uniform in [-sqrt(3), sqrt(3)] (unit variance), then is
-// re-quantized to the tensor's own type. Metadata (tokenizer included) and shapes are copied
-// unchanged, so the result is a plausible "draft model" of the source.
-// Requires: src_gguf readable. Guarantees: deterministic in seed. Cost: O(file size).
-void write_noisy_copy(const std::string& src_gguf, const std::string& dst, float noise_scale,
-                      uint64_t seed);
+// Copies src_gguf to dst (metadata, alignment and tensors unchanged), letting `edit` set or
+// replace metadata keys first: a model with another EOS token, a chat template, ...
+// Requires: src_gguf readable. Cost: O(file size).
+void write_edited_copy(const std::string& src_gguf, const std::string& dst,
+                       const std::function<void(GgufWriter&)>& edit);
 
 }  // namespace specdec::testing

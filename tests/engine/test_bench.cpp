@@ -13,6 +13,7 @@
 #include "specdec/bench.h"
 #include "specdec/error.h"
 #include "specdec/model.h"
+#include "specdec/make_model.h"
 
 namespace specdec {
 namespace {
@@ -236,7 +237,7 @@ TEST(BenchRun, NoisyCopyDraftMeasuresCDraftAndStaysLossless) {
   spec.weight_scale = 3.0f;
   const std::string target = testing::make_random_llama("bench-target.gguf", spec);
   const std::string draft = testing::temp_dir() + "/bench-draft.gguf";
-  testing::write_noisy_copy(target, draft, 0.05f, 11);
+  make_noisy_copy(target, draft, 0.05f, 11);
   BenchOptions o = tiny_options(target);
   o.engine.draft_path = draft;
   o.engine.spec.draft_max = 3;

@@ -13,6 +13,7 @@
 #include "specdec/bench.h"
 #include "specdec/error.h"
 #include "specdec/rng.h"
+#include "specdec/make_model.h"
 
 namespace specdec {
 namespace {
@@ -108,7 +109,7 @@ TEST(BenchTree, RunReportsTreeSimulationAndTheChainAtTheSameBudget) {
   spec.weight_scale = 3.0f;
   const std::string target = testing::make_random_llama("bench-tree-target.gguf", spec);
   const std::string draft = testing::temp_dir() + "/bench-tree-draft.gguf";
-  testing::write_noisy_copy(target, draft, 0.05f, 13);
+  make_noisy_copy(target, draft, 0.05f, 13);
   BenchOptions o;
   o.engine.model_path = target;
   o.engine.draft_path = draft;

@@ -2,10 +2,12 @@
 // inside accepted runs, streaming pieces, bad requests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "common/testing.h"
+#include "common/tiny_model.h"
 #include "specdec/engine.h"
 #include "specdec/error.h"
 
@@ -125,6 +127,50 @@ TEST(Engine, MaxTokensAndStopStringsInsideAcceptedRuns) {
     auto again = engine.generate(request);
     EXPECT_EQ(again.tokens, plain.tokens);
   }
+}
+
+TEST(Engine, EosInsideAnAcceptedRunEndsLikePlainDecoding) {
+  // Copies of stories260K whose EOS is a token the greedy continuation emits mid-text: the
+  // engine's end-of-generation check (not a test helper) must end speculative decoding exactly
+  // where plain decoding ends, also when the EOS is an accepted draft token with accepted
+  // tokens after it in the same step.
+  SPECDEC_FIXTURE(model, "models/stories260K.gguf");
+  GenerateRequest request = greedy(kRepetitive, 40);
+  request.speculative = false;
+  const auto original = Engine(options_for(model, "none")).generate(request);
+  ASSERT_EQ(original.finish, FinishReason::Length);
+  int n_cut_after_eos = 0, n_candidates = 0;
+  for (size_t j = 4; j < original.tokens.size() && n_candidates < 6; ++j) {
+    const Token eos = original.tokens[j];
+    if (std::find(original.tokens.begin(), original.tokens.begin() + static_cast<long>(j), eos) !=
+        original.tokens.begin() + static_cast<long>(j)) {
+      continue;  // not its first occurrence
+    }
+    ++n_candidates;
+    const std::string edited = testing::temp_dir() + "/stories260K-eos" + std::to_string(eos) + ".gguf";
+    testing::write_edited_copy(model, edited, [&](GgufWriter& w) {
+      w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
+    });
+    EngineOptions o = options_for(edited, "lookup");
+    o.spec.adaptive = false;  // draft every step
+    o.spec.draft_max = 8;
+    Engine engine(o);
+    const auto plain = engine.generate(request);
+    ASSERT_EQ(plain.finish, FinishReason::Stop) << "eos " << eos;
+    ASSERT_EQ(plain.tokens.size(), j + 1) << "plain decoding ends on the first EOS, which it keeps";
+    GenerateRequest r = request;
+    r.speculative = true;
+    const auto spec = engine.generate(r);
+    EXPECT_EQ(spec.tokens, plain.tokens) << "eos " << eos;
+    EXPECT_EQ(spec.text, plain.text) << "eos " << eos;
+    EXPECT_EQ(spec.finish, FinishReason::Stop) << "eos " << eos;
+    // The decoder emitted tokens past the EOS in its last step: they were cut.
+    if (spec.stats.n_emitted > static_cast<int64_t>(spec.tokens.size())) ++n_cut_after_eos;
+    // The engine is consistent afterwards: the next request equals a fresh run.
+    EXPECT_EQ(engine.generate(r).tokens, plain.tokens);
+  }
+  EXPECT_GE(n_candidates, 3);
+  EXPECT_GT(n_cut_after_eos, 0) << "no EOS fell inside an accepted run: the test exercised nothing";
 }
 
 TEST(Engine, StreamedPiecesConcatenateToTheTextAndAreValidUtf8) {

@@ -16,6 +16,7 @@
 #include "specdec/gguf.h"
 #include "specdec/model.h"
 #include "specdec/tokenizer.h"
+#include "specdec/make_model.h"
 
 namespace specdec::testing {
 namespace {
@@ -88,8 +89,8 @@ TEST(TinyModel, NoisyCopyKeepsShapesAndMovesLogitsByTheNoise) {
     const std::string src = make_random_llama(std::string("noisy-src-") + dtype_name(type) + ".gguf", spec);
     const std::string same = temp_dir() + "/noisy-0-" + dtype_name(type) + ".gguf";
     const std::string noisy = temp_dir() + "/noisy-05-" + dtype_name(type) + ".gguf";
-    write_noisy_copy(src, same, 0.0f, 3);
-    write_noisy_copy(src, noisy, 0.05f, 3);
+    make_noisy_copy(src, same, 0.0f, 3);
+    make_noisy_copy(src, noisy, 0.05f, 3);
     auto original = Transformer::load(src, ModelOptions{1});
     auto copy0 = Transformer::load(same, ModelOptions{1});
     auto copy = Transformer::load(noisy, ModelOptions{1});

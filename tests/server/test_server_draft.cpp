@@ -13,6 +13,7 @@
 #include "common/cli_run.h"
 #include "common/testing.h"
 #include "common/tiny_model.h"
+#include "specdec/make_model.h"
 #include "server_fixture.h"
 
 namespace specdec::testing {
@@ -24,7 +25,7 @@ const std::vector<std::string> kPrompts = {"Once upon a time", "The little dog",
 const std::string& noisy_draft(const std::string& target) {
   static const std::string path = [&] {
     const std::string p = temp_dir() + "/stories260K_noisy_draft.gguf";
-    write_noisy_copy(target, p, 0.1f, 17);
+    make_noisy_copy(target, p, 0.1f, 17);
     return p;
   }();
   return path;

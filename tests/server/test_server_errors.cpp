@@ -1,9 +1,14 @@
 // Bad input: each gets a 4xx with a JSON error body, and the server stays healthy.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "common/cli_run.h"
 #include "common/testing.h"
+#include "common/tiny_model.h"
 #include "server_fixture.h"
+#include "specdec/chat_template.h"
 
 namespace specdec::testing {
 namespace {
@@ -114,6 +119,51 @@ TEST(ServerErrors, TemplateRejectionsAre400WithTheTemplatesMessage) {
   expect_error(server, {"system role under gemma", "/v1/chat/completions",
                         R"({"messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "hi"}]})",
                         400, "System role not supported"});
+}
+
+// A copy of stories260K whose tokenizer.chat_template is `jinja` (no --chat-template given).
+std::string model_with_template(const std::string& model, const std::string& name, const std::string& jinja) {
+  const std::string path = temp_dir() + "/stories260K-template-" + name + ".gguf";
+  write_edited_copy(model, path, [&](GgufWriter& w) { w.set_string("tokenizer.chat_template", jinja); });
+  return path;
+}
+
+TEST(ServerErrors, TheGgufsOwnTemplateIsDetectedAndRendered) {
+  SPECDEC_REQUIRE_CLI();
+  SPECDEC_FIXTURE(model, "models/stories260K.gguf");
+  std::ifstream in(std::string(SPECDEC_SOURCE_DIR) + "/tests/server/data/chat_templates/chatml.jinja");
+  std::stringstream jinja;
+  jinja << in.rdbuf();
+  ASSERT_FALSE(jinja.str().empty());
+  ServerProcess server("-m '" + model_with_template(model, "chatml", jinja.str()) + "'");
+  ASSERT_TRUE(server.started()) << server.log();
+  json models = json::parse(http_request(server.port(), "GET", "/v1/models").body);
+  EXPECT_EQ(models["data"][0]["meta"]["chat_template"], "chatml");
+  // The chat reply is the greedy continuation of the ChatML rendering of the messages.
+  const json messages = {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Tell a story."}}};
+  HttpResponse raw;
+  json chat = post_json(server.port(), "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 12}, {"temperature", 0}}, &raw);
+  ASSERT_EQ(raw.status, 200) << raw.body;
+  const std::vector<ChatMessage> as_messages = {{"system", "Be brief."}, {"user", "Tell a story."}};
+  const std::string rendered = render_chat(ChatFamily::ChatML, as_messages, "", "", true);
+  json completion = post_json(server.port(), "/v1/completions", {{"prompt", rendered}, {"max_tokens", 12}, {"temperature", 0}});
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], completion["choices"][0]["text"]);
+  EXPECT_EQ(chat["usage"]["prompt_tokens"], completion["usage"]["prompt_tokens"]);
+}
+
+TEST(ServerErrors, AnUnsupportedGgufTemplateIs400NamingIt) {
+  SPECDEC_REQUIRE_CLI();
+  SPECDEC_FIXTURE(model, "models/stories260K.gguf");
+  const std::string jinja = "{% for m in messages %}<<{{ m['role'] }}>> {{ m['content'] }}{% endfor %}";
+  ServerProcess server("-m '" + model_with_template(model, "custom", jinja) + "'");
+  ASSERT_TRUE(server.started()) << server.log();
+  EXPECT_NE(server.log().find("is not supported"), std::string::npos) << "a warning at start-up: " << server.log();
+  // The message quotes the template's beginning and names the way out.
+  expect_error(server, {"unsupported template", "/v1/chat/completions",
+                        R"({"messages": [{"role": "user", "content": "hi"}]})", 400, "<<{{ m['role'] }}>>"});
+  expect_error(server, {"unsupported template, way out", "/v1/chat/completions",
+                        R"({"messages": [{"role": "user", "content": "hi"}]})", 400, "--chat-template"});
+  EXPECT_EQ(http_request(server.port(), "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 2})").status, 200);
 }
 
 TEST(ServerErrors, BadServerOptionsAreMessages) {

@@ -134,12 +134,9 @@ TEST(ServerLoad, OverflowGets503AndNothingElseFails) {
   EXPECT_EQ(http_request(server.port(), "GET", "/health").status, 200);
 }
 
-// A client that hangs up while its request generates frees the slot promptly: streaming
-// (noticed at the next write) or not (the handler probes its connection while it waits). The
-// request timeout (600 s by default) is far beyond the test's waits, so only a detected
-// disconnect can pass.
-void check_disconnect_frees_the_slot(bool stream) {
-  // A random model with a long context, so one generation outlasts the client by far.
+// A random model (256 wide, 4 layers) with a 4096-token context: with EOS banned by
+// logit_bias, one generation runs for seconds, longer than any client or deadline in these tests.
+std::string long_generation_model(const std::string& name) {
   TinyModelSpec spec;
   spec.n_embd = 256;
   spec.n_ff = 512;
@@ -147,7 +144,15 @@ void check_disconnect_frees_the_slot(bool stream) {
   spec.n_heads = 4;
   spec.n_kv_heads = 2;
   spec.n_ctx = 4096;
-  const std::string model = make_random_llama("server-disconnect.gguf", spec);
+  return make_random_llama(name, spec);
+}
+
+// A client that hangs up while its request generates frees the slot promptly: streaming
+// (noticed at the next write) or not (the handler probes its connection while it waits). The
+// request timeout (600 s by default) is far beyond the test's waits, so only a detected
+// disconnect can pass.
+void check_disconnect_frees_the_slot(bool stream) {
+  const std::string model = long_generation_model("server-disconnect.gguf");
   ServerProcess server("-m '" + model + "' --chat-template chatml --parallel 1 --queue 4 --spec none -t 1");
   ASSERT_TRUE(server.started()) << server.log();
   // EOS (id 2) banned: the generation would run for 4000 tokens.
@@ -186,6 +191,34 @@ TEST(ServerLoad, ClientDisconnectMidStreamFreesTheSlot) {
 TEST(ServerLoad, ClientDisconnectDuringNonStreamingRequestFreesTheSlot) {
   SPECDEC_REQUIRE_CLI();
   check_disconnect_frees_the_slot(/*stream=*/false);
+}
+
+TEST(ServerLoad, RequestTimeoutCutsTheGenerationAndFreesTheSlot) {
+  SPECDEC_REQUIRE_CLI();
+  // A generation of 4000 tokens (EOS banned) on a random model with a long context outlasts a
+  // 0.5 s --timeout by far: it must end with finish_reason "length", say it timed out, count a
+  // timeout error and leave the slot free for the next request.
+  const std::string model = long_generation_model("server-timeout.gguf");
+  ServerProcess server("-m '" + model + "' --parallel 1 --queue 4 --spec none -t 1 --timeout 0.5");
+  ASSERT_TRUE(server.started()) << server.log();
+  const json body = {{"prompt", "hello"}, {"max_tokens", 4000}, {"temperature", 0}, {"logit_bias", {{"2", -100}}}};
+  const auto t0 = std::chrono::steady_clock::now();
+  HttpResponse raw;
+  const json reply = post_json(server.port(), "/v1/completions", body, &raw);
+  const double elapsed = seconds_since(t0);
+  ASSERT_EQ(raw.status, 200) << raw.body;
+  EXPECT_EQ(reply["choices"][0]["finish_reason"], "length") << raw.body;
+  EXPECT_EQ(reply["timings"]["timed_out"], true) << raw.body;
+  EXPECT_LT(reply["usage"]["completion_tokens"].get<int>(), 4000) << "the generation was not cut";
+  EXPECT_GT(reply["usage"]["completion_tokens"].get<int>(), 0) << "the text generated before the deadline is kept";
+  EXPECT_LT(elapsed, 30.0) << "cut at the deadline, not at the end of the generation";
+  EXPECT_EQ(wait_for_metric(server, "specdec_errors_total{kind=\"timeout\"}", 1, 20), 1) << server.log();
+  EXPECT_EQ(wait_for_metric(server, "specdec_slots_busy", 0, 20), 0) << server.log();
+  EXPECT_NE(server.log().find("(timed out)"), std::string::npos) << server.log();
+  HttpResponse next = http_request(server.port(), "POST", "/v1/completions",
+                                   R"({"prompt": "hello", "max_tokens": 4, "temperature": 0})", {}, 60.0);
+  EXPECT_EQ(next.status, 200) << next.body;
+  EXPECT_EQ(json::parse(next.body)["choices"][0]["finish_reason"], "length");
 }
 
 }  // namespace

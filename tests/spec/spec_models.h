@@ -11,8 +11,10 @@
 
 #include "common/testing.h"
 #include "common/tiny_model.h"
+#include "specdec/drafter.h"
 #include "specdec/model.h"
 #include "specdec/speculative.h"
+#include "specdec/make_model.h"
 
 namespace specdec::testing {
 
@@ -40,7 +42,7 @@ inline const ModelTrio& tiny_trio() {
     ModelTrio t;
     t.target = make_random_llama("spec_target.gguf", spec);
     t.noisy = temp_dir() + "/spec_noisy.gguf";
-    write_noisy_copy(t.target, t.noisy, 0.05f, 5);
+    make_noisy_copy(t.target, t.noisy, 0.05f, 5);
     spec.seed = 12;
     t.unrelated = make_random_llama("spec_unrelated.gguf", spec);
     return t;
@@ -64,13 +66,44 @@ inline const ModelTrio& micro_trio() {
     ModelTrio t;
     t.target = make_random_llama("spec_micro_target.gguf", spec);
     t.noisy = temp_dir() + "/spec_micro_noisy.gguf";
-    write_noisy_copy(t.target, t.noisy, 0.8f, 7);
+    make_noisy_copy(t.target, t.noisy, 0.8f, 7);
     spec.seed = 22;
     t.unrelated = make_random_llama("spec_micro_unrelated.gguf", spec);
     return t;
   }();
   return trio;
 }
+
+// Forwards every call to `inner` (a decorator, not a stand-in): tests derive from it to record
+// proposals or verdicts, or to hide the drafting time.
+class ForwardingDrafter : public Drafter {
+ public:
+  explicit ForwardingDrafter(Drafter& inner) : inner_(inner) {}
+  std::string name() const override { return inner_.name(); }
+  void begin(std::span<const Token> prompt) override { inner_.begin(prompt); }
+  Draft propose(std::span<const Token> context, int n_max, const SamplingParams& sampling) override {
+    return inner_.propose(context, n_max, sampling);
+  }
+  void accept(const Draft& draft, const Verdict& verdict) override { inner_.accept(draft, verdict); }
+  void rollback(int n_tokens) override { inner_.rollback(n_tokens); }
+  void set_p_min(float p_min) override { inner_.set_p_min(p_min); }
+  bool wants_features() const override { return inner_.wants_features(); }
+  void set_features(std::span<const float> features, int n_embd) override { inner_.set_features(features, n_embd); }
+  double draft_seconds() const override { return inner_.draft_seconds(); }
+
+ private:
+  Drafter& inner_;
+};
+
+// Reports no drafting time: the adaptive controller then sees a free drafter (c_draft = 0),
+// takes shadow drafts at plain steps and drafts once they agree. With tiny models the draft
+// costs as much as the target, so without this the adaptive rule would (correctly) settle at
+// K = 0 and the adaptive tests would exercise plain decoding only.
+class ClockFreeDrafter : public ForwardingDrafter {
+ public:
+  using ForwardingDrafter::ForwardingDrafter;
+  double draft_seconds() const override { return 0.0; }
+};
 
 inline SamplingParams greedy_params() {
   SamplingParams p;

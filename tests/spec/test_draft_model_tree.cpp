@@ -112,22 +112,14 @@ TEST(TreeExpand, ExpandsTheMostProbablePathsOfEachLevel) {
 }
 
 // Passes everything through to the real drafter and records each verdict's path.
-class RecordingDrafter : public Drafter {
+class RecordingDrafter : public testing::ForwardingDrafter {
  public:
-  explicit RecordingDrafter(DraftModelDrafter& inner) : inner_(inner) {}
-  std::string name() const override { return inner_.name(); }
-  void begin(std::span<const Token> prompt) override { inner_.begin(prompt); }
-  Draft propose(std::span<const Token> context, int n_max, const SamplingParams& sampling) override {
-    return inner_.propose(context, n_max, sampling);
-  }
+  using ForwardingDrafter::ForwardingDrafter;
   void accept(const Draft& draft, const Verdict& verdict) override {
     paths.push_back(verdict.path);
-    inner_.accept(draft, verdict);
+    ForwardingDrafter::accept(draft, verdict);
   }
   std::vector<std::vector<int32_t>> paths;
-
- private:
-  DraftModelDrafter& inner_;
 };
 
 TEST(DraftModelTree, EachNodeForwardedOnceAndCacheEqualsAFreshRunAfterEveryStep) {

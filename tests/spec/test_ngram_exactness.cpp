@@ -17,6 +17,7 @@
 #include "specdec/ngram.h"
 #include "specdec/prompt_lookup.h"
 #include "specdec/speculative.h"
+#include "specdec/make_model.h"
 
 namespace specdec {
 namespace {
@@ -27,25 +28,16 @@ using testing::greedy_params;
 constexpr Token kEos = 2;
 const std::vector<Token> kOnceUponATime{1, 403, 407, 261, 378};
 
-// Forwards every call to `inner` and records the proposals (a decorator, not a stand-in).
-class RecordingDrafter : public Drafter {
+// Forwards every call to `inner` and records the proposals.
+class RecordingDrafter : public testing::ForwardingDrafter {
  public:
-  explicit RecordingDrafter(Drafter& inner) : inner_(inner) {}
-  std::string name() const override { return inner_.name(); }
-  void begin(std::span<const Token> prompt) override { inner_.begin(prompt); }
+  using ForwardingDrafter::ForwardingDrafter;
   Draft propose(std::span<const Token> context, int n_max, const SamplingParams& sampling) override {
-    Draft d = inner_.propose(context, n_max, sampling);
+    Draft d = ForwardingDrafter::propose(context, n_max, sampling);
     proposals.push_back(d.tokens);
     return d;
   }
-  void accept(const Draft& draft, const Verdict& verdict) override { inner_.accept(draft, verdict); }
-  void rollback(int n_tokens) override { inner_.rollback(n_tokens); }
-  void set_p_min(float p_min) override { inner_.set_p_min(p_min); }
-  double draft_seconds() const override { return inner_.draft_seconds(); }
   std::vector<std::vector<Token>> proposals;
-
- private:
-  Drafter& inner_;
 };
 
 SpecConfig fixed_k(int k) {
@@ -96,7 +88,7 @@ TEST(NgramExactness, HybridWithADraftModelIdenticalToPlain) {
   SPECDEC_FIXTURE(path, "models/stories260K.gguf");
   auto target = testing::load_single_threaded(path);
   const std::string noisy = testing::temp_dir() + "/stories260K-noisy-ngram.gguf";
-  testing::write_noisy_copy(path, noisy, 0.3f, 3);
+  make_noisy_copy(path, noisy, 0.3f, 3);
   auto draft_model = testing::load_single_threaded(noisy);
   const std::vector<Token> story = plain_greedy(*target, kOnceUponATime);
   std::vector<Token> repeat(kOnceUponATime);

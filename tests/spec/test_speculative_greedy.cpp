@@ -11,6 +11,7 @@
 #include "specdec/draft_model.h"
 #include "specdec/rng.h"
 #include "specdec/speculative.h"
+#include "specdec/make_model.h"
 
 namespace specdec {
 namespace {
@@ -34,6 +35,7 @@ struct Outcome {
   double acceptance_rate = 0.0;
   double tokens_per_pass = 0.0;
   int64_t n_target_passes = 0;
+  SpecStats stats;
 };
 
 // For every prompt: plain greedy vs speculative greedy with `draft_path` and `config`.
@@ -42,8 +44,11 @@ Outcome expect_greedy_identical(const std::string& target_path, const std::strin
   auto target = testing::load_single_threaded(target_path);
   auto draft_model = testing::load_single_threaded(draft_path);
   SpeculativeDecoder plain(*target, nullptr);
-  DraftModelDrafter drafter(*draft_model, dopt);
-  SpeculativeDecoder spec(*target, &drafter, config);
+  DraftModelDrafter model_drafter(*draft_model, dopt);
+  // Adaptive runs see a free drafter so that K varies (tiny drafts cost as much as the target).
+  testing::ClockFreeDrafter clock_free(model_drafter);
+  Drafter* drafter = config.adaptive ? static_cast<Drafter*>(&clock_free) : &model_drafter;
+  SpeculativeDecoder spec(*target, drafter, config);
   for (const auto& prompt : prompts) {
     const auto expected = generate(plain, prompt, greedy_params(), n_new);
     const auto got = generate(spec, prompt, greedy_params(), n_new);
@@ -53,7 +58,7 @@ Outcome expect_greedy_identical(const std::string& target_path, const std::strin
     if (got != expected) break;
   }
   const auto& stats = spec.stats();
-  return {stats.acceptance_rate(), stats.mean_tokens_per_pass(), stats.n_target_passes};
+  return {stats.acceptance_rate(), stats.mean_tokens_per_pass(), stats.n_target_passes, stats};
 }
 
 TEST(SpeculativeGreedy, IdenticalToPlainForAllDraftsAndK) {
@@ -84,9 +89,34 @@ TEST(SpeculativeGreedy, AdaptiveKIdenticalToPlain) {
   config.draft_min = 0;
   config.adaptive = true;
   config.probe_interval = 5;
-  expect_greedy_identical(trio.target, trio.noisy, config, prompts, 50);
+  const Outcome adaptive = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 50);
+  // The rule must have mixed plain steps (probes at least) with drafts.
+  EXPECT_GT(adaptive.stats.n_drafting_steps, 0);
+  EXPECT_GT(adaptive.stats.n_target_passes, adaptive.stats.n_drafting_steps) << "no plain steps";
+  std::printf("[measure] greedy adaptive: %lld passes, %lld drafting, %lld with K >= 2\n",
+              static_cast<long long>(adaptive.stats.n_target_passes),
+              static_cast<long long>(adaptive.stats.n_drafting_steps),
+              static_cast<long long>(adaptive.stats.drafted_by_pos.size() > 1 ? adaptive.stats.drafted_by_pos[1] : 0));
   config.draft_p_min = 0.6f;
   expect_greedy_identical(trio.target, trio.noisy, config, prompts, 50);
+}
+
+TEST(SpeculativeGreedy, DraftPMinEndsDraftsEarlyAndStaysExact) {
+  const auto& trio = testing::tiny_trio();
+  const auto prompts = random_prompts(testing::test_seed("SpeculativeGreedy p_min prompts"), 4, 300);
+  SpecConfig config;
+  config.draft_max = 8;
+  config.adaptive = false;
+  const Outcome full = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40);
+  config.draft_p_min = 0.6f;  // the decoder hands it to the drafter (Drafter::set_p_min)
+  const Outcome early = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40);
+  const SpecStats& stopped = early.stats;
+  std::printf("[measure] K=8 nodes per drafting step: p_min 0 %.2f, p_min 0.6 %.2f\n",
+              full.stats.mean_nodes_per_drafting_step(), stopped.mean_nodes_per_drafting_step());
+  EXPECT_GT(full.stats.mean_nodes_per_drafting_step(), 6.0) << "without p_min, drafts run to K but near the end";
+  EXPECT_LT(stopped.mean_nodes_per_drafting_step(), full.stats.mean_nodes_per_drafting_step() - 1.0)
+      << "p_min 0.6 must end low-confidence drafts early";
+  EXPECT_GT(stopped.n_drafting_steps, 0);
 }
 
 TEST(SpeculativeGreedy, TreesIdenticalToPlainForShapes) {
@@ -112,7 +142,7 @@ TEST(SpeculativeGreedy, TreesIdenticalToPlainForShapes) {
 TEST(SpeculativeGreedy, StoriesWithNoisyCopyIdenticalToPlain) {
   SPECDEC_FIXTURE(path, "models/stories260K.gguf");
   const std::string noisy = testing::temp_dir() + "/stories_noisy.gguf";
-  testing::write_noisy_copy(path, noisy, 0.2f, 3);
+  make_noisy_copy(path, noisy, 0.2f, 3);
   const std::vector<std::vector<Token>> prompts = {{1, 403, 407, 261, 378}, {1}, {1, 300, 301}, {1, 42, 7, 99}};
   for (int k : {1, 4, 8}) {
     SpecConfig config;

@@ -399,6 +399,14 @@ TEST(SpeculativeStats, ReportsPassesAcceptanceAndCosts) {
               static_cast<long long>(s.n_target_passes), static_cast<long long>(s.n_drafted),
               static_cast<long long>(s.n_accepted), s.acceptance_rate(), s.mean_tokens_per_pass(), s.c_draft,
               s.verify_cost);
+  // lenience < 1 accepts more than exact acceptance would: the stats (which the CLI and the
+  // bench print) must say the output is no longer the target's distribution, also after a reset.
+  config.lenience = 0.5f;
+  SpeculativeDecoder lenient(*target, &drafter, config);
+  generate(lenient, {1, 3, 4}, testing::t1_params(7), 20);
+  EXPECT_TRUE(lenient.stats().lossy);
+  lenient.reset_stats();
+  EXPECT_TRUE(lenient.stats().lossy);
 }
 
 }  // namespace
