@@ -158,4 +158,12 @@ int DraftLengthController::choose(int k_min, int k_max) const {
   return best_k;
 }
 
+bool DraftLengthController::drafting_can_pay(int k_max) const {
+  const double c = c_draft();
+  for (int k = 1; k <= k_max; ++k) {
+    if (static_cast<double>(k + 1) > k * c + verify_cost(k + 1)) return true;
+  }
+  return false;
+}
+
 }  // namespace specdec

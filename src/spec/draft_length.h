@@ -63,6 +63,11 @@ class DraftLengthController {
   // The K in [k_min, k_max] maximising E[tokens](K) / cost(K) (ties: the smaller K).
   // Requires 0 <= k_min <= k_max. Cost: O(k_max).
   int choose(int k_min, int k_max) const;
+  // Whether some K in [1, k_max] would beat plain decoding if every draft token were accepted,
+  // at the measured costs: (K + 1) / (K * c_draft + verify_cost(K + 1)) > 1. False means the
+  // drafter is too slow to ever pay (a draft model about as large as the target), so exploring
+  // it is pure cost. Cost: O(k_max).
+  bool drafting_can_pay(int k_max) const;
 
  private:
   double row_seconds(int n_rows) const;  // measured or fitted t(n_rows); 0 when unknown

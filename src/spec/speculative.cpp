@@ -145,8 +145,12 @@ int SpeculativeDecoder::choose_k(int n_max_new) {
   if (k > config_.draft_min && steps_since_probe_ >= config_.probe_interval) {
     k = config_.draft_min;  // keep the 1-row timing fresh
   }
-  if (k == 0 && !shadow_mode_ && steps_since_draft_ >= kExploreInterval) {
-    k = 1;  // without shadows, an occasional 1-token draft keeps the acceptance estimate fresh
+  if (k == 0 && !shadow_mode_ && steps_since_draft_ >= kExploreInterval &&
+      controller_->drafting_can_pay(config_.draft_max)) {
+    // Without shadows, an occasional 1-token draft keeps the acceptance estimate fresh. Not when
+    // drafting could not pay even if always accepted: each exploration makes a draft model catch
+    // up on every token since its last proposal, which then costs about c_draft per token.
+    k = 1;
   }
   if (k == 0 && shadow_mode_ && shadow_.empty()) {
     // Shadows cost about shadow_cost each: space them so they stay within shadow_budget per step,

@@ -293,6 +293,19 @@ TEST(DraftLength, ChoosesKFromAcceptanceAndCosts) {
   EXPECT_LT(best, 10);
 }
 
+TEST(DraftLength, DraftingCanPayOnlyWhenPerfectAcceptanceBeatsPlainDecoding) {
+  // Verify cost 1 + 0.45 (M - 1), like a cache-resident model.
+  DraftLengthController cheap, costly;
+  for (auto* c : {&cheap, &costly}) {
+    for (int m = 1; m <= 9; ++m) c->observe_verify(m, 1.0 + 0.45 * (m - 1));
+  }
+  cheap.observe_draft(1, 0.1);   // c_draft 0.1: K = 1 gives 2 / 1.55 > 1
+  costly.observe_draft(1, 0.6);  // c_draft 0.6: (K + 1) / (0.6 K + 1 + 0.45 K) < 1 for every K
+  EXPECT_TRUE(cheap.drafting_can_pay(8));
+  EXPECT_FALSE(costly.drafting_can_pay(8));
+  EXPECT_FALSE(cheap.drafting_can_pay(0)) << "no K allowed";
+}
+
 TEST(DraftLength, VerifyCostFromALineWhenOneRowIsUnmeasured) {
   DraftLengthController c;
   EXPECT_EQ(c.verify_cost(4), 1.0);  // nothing known
