@@ -23,6 +23,35 @@ std::string generate_text(const std::string& model, const std::string& prompt, i
   return out;
 }
 
+TEST(ServerApi, SamplingFieldsReachTheSamplerAsInGenerate) {
+  // Every sampling field changes the output exactly as the same option of `specdec generate`
+  // does: penalties under greedy decoding, and seeded sampling with top_k / top_p / min_p
+  // (speculation off, so both consume the random stream the same way).
+  SPECDEC_START_SERVER(server, "--chat-template chatml --parallel 2");
+  const auto text_of = [&](json body) {
+    body["prompt"] = kStory;
+    body["max_tokens"] = 40;
+    HttpResponse raw;
+    json r = post_json(server.port(), "/v1/completions", body, &raw);
+    EXPECT_EQ(raw.status, 200) << raw.body;
+    return r["choices"][0]["text"].get<std::string>();
+  };
+  const auto cli_text = [&](const std::string& options) {
+    auto r = run_cli("generate -m '" + server_model + "' -p '" + kStory + "' -n 40 --no-display-prompt " + options);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out.substr(0, r.out.size() - (!r.out.empty() && r.out.back() == '\n' ? 1 : 0));
+  };
+  const std::string greedy = cli_text("--temp 0 --spec none");
+  const std::string penalised = text_of({{"temperature", 0}, {"frequency_penalty", 1.0}, {"presence_penalty", 0.5},
+                                         {"speculative", {{"method", "lookup"}, {"p_min", 0.9}}}});
+  EXPECT_NE(penalised, greedy) << "the penalties changed nothing";
+  EXPECT_EQ(penalised, cli_text("--temp 0 --frequency-penalty 1.0 --presence-penalty 0.5 --spec none"));
+  const std::string sampled =
+      text_of({{"temperature", 0.9}, {"top_k", 20}, {"top_p", 0.95}, {"min_p", 0.05}, {"seed", 42}, {"speculative", {{"method", "none"}}}});
+  EXPECT_EQ(sampled, cli_text("--temp 0.9 --top-k 20 --top-p 0.95 --min-p 0.05 -s 42 --spec none"));
+  EXPECT_NE(sampled, greedy);
+}
+
 TEST(ServerApi, HealthModelsMetrics) {
   SPECDEC_START_SERVER(server, "--chat-template chatml --parallel 2");
   HttpResponse health = http_request(server.port(), "GET", "/health");
