@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "common/cli_run.h"
@@ -29,7 +30,12 @@ TEST(CliGenerate, GreedyStories260KMatchesLlamaCppGolden) {
   EXPECT_EQ(r.out, golden_text(golden));
   EXPECT_NE(r.err.find("prompt 5 tokens"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("generated 120 tokens"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("decode"), std::string::npos) << r.err;
+  // The stats line: prompt and generated counts, prefill and decode speeds (positive numbers).
+  const std::regex speeds(R"(prefill ([0-9.]+) tok/s.*decode ([0-9.]+) tok/s)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, speeds)) << r.err;
+  EXPECT_GT(std::stod(m[1].str()), 0.0) << r.err;
+  EXPECT_GT(std::stod(m[2].str()), 0.0) << r.err;
   EXPECT_EQ(r.out.find("<s>"), std::string::npos) << "BOS must never be printed";
 }
 
