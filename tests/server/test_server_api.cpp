@@ -71,6 +71,25 @@ TEST(ServerApi, HealthModelsMetrics) {
     EXPECT_GE(metric_value(metrics.body, name), 0) << name << " missing:\n" << metrics.body;
   EXPECT_EQ(metric_value(metrics.body, "specdec_slots_total"), 2);
   EXPECT_NE(metrics.body.find("# TYPE specdec_time_to_first_token_seconds histogram"), std::string::npos);
+  // After one greedy completion with K = 4 on a prompt that prompt lookup drafts well: the
+  // counters add up to what the response reported.
+  const char* repetitive = "Lily saw a big red ball. She wanted to play with the ball. Lily saw a big red ball. She wanted to";
+  HttpResponse raw;
+  json r = post_json(server.port(), "/v1/completions",
+                     {{"prompt", repetitive}, {"max_tokens", 40}, {"temperature", 0},
+                      {"speculative", {{"method", "lookup"}, {"draft_min", 4}, {"draft_max", 4}}}},
+                     &raw);
+  ASSERT_EQ(raw.status, 200) << raw.body;
+  const std::string after = http_request(server.port(), "GET", "/metrics").body;
+  EXPECT_EQ(metric_value(after, "specdec_requests_total{endpoint=\"/v1/completions\",status=\"200\"}"), 1) << after;
+  EXPECT_EQ(metric_value(after, "specdec_prompt_tokens_total"), r["usage"]["prompt_tokens"].get<double>());
+  EXPECT_EQ(metric_value(after, "specdec_generated_tokens_total"), r["usage"]["completion_tokens"].get<double>());
+  EXPECT_EQ(metric_value(after, "specdec_draft_tokens_total"), r["timings"]["speculation"]["drafted"].get<double>());
+  EXPECT_EQ(metric_value(after, "specdec_draft_tokens_accepted_total"), r["timings"]["speculation"]["accepted"].get<double>());
+  EXPECT_EQ(metric_value(after, "specdec_generations_total{finish_reason=\"length\"}"), 1);
+  EXPECT_GT(r["timings"]["speculation"]["drafted"].get<int>(), 0) << raw.body;
+  EXPECT_GE(metric_value(after, "specdec_draft_acceptance_by_position{position=\"1\"}"), 0) << after;
+  EXPECT_EQ(metric_value(after, "specdec_time_per_output_token_seconds_count"), 1) << after;
 }
 
 TEST(ServerApi, GreedyCompletionEqualsGenerate) {
