@@ -25,7 +25,7 @@ import numpy as np
 import sentencepiece as spm
 import torch
 
-from common import BOS_ID, TRAIN_DIR, from_model_text, setup_torch, to_model_text, work_path
+from common import BOS_ID, EOS_ID, TRAIN_DIR, from_model_text, setup_torch, to_model_text, work_path
 from data import load_tokens
 from gguf_reference import LlamaReference, spm_encode
 
@@ -49,6 +49,8 @@ def greedy_text(model, sp, prompt: str, n_new: int) -> str:
         n_prompt = len(seq)
         for _ in range(n_new):
             seq.append(int(model(torch.tensor([seq]))[0, -1].argmax()))
+            if seq[-1] == EOS_ID:  # specdec stops there too
+                break
     return from_model_text(sp.decode(seq[n_prompt:]))
 
 

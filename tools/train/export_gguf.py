@@ -9,10 +9,14 @@ Weights: 2-D matrices in F16 or Q8_0, norm vectors in F32. PyTorch Linear weight
 pairs in model.py, as llama.cpp's llama arch expects, so Q and K are not permuted.
 Tokenizer: the SentencePiece model from train_tokenizer.py as a "llama" (SPM) vocabulary,
 with the newline placeholder mapped back to "\n" and add_space_prefix = false.
+
+load_gguf_model(path) is the inverse: a model.Transformer from a GGUF written here (e.g. the
+committed models/demo-target.gguf as a distillation teacher), F16/Q8_0 weights as float32.
 """
 import argparse
 import os
 
+import numpy as np
 import sentencepiece as spm
 
 import gguf_writer as gw
@@ -44,6 +48,55 @@ def tokenizer_tables(model_file: str):
     if len(set(tokens)) != len(tokens):
         raise ValueError(f"{model_file}: duplicate token texts after mapping the newline")
     return tokens, scores, types
+
+
+def gguf_tensors(model):
+    """(llama.cpp tensor name, parameter) of every weight of a model.Transformer, in file
+    order; the same map serves the exporter and load_gguf_model."""
+    out = [("token_embd.weight", model.tok_embeddings.weight)]
+    for i, layer in enumerate(model.layers):
+        out += [(f"blk.{i}.attn_norm.weight", layer.attn_norm.weight),
+                (f"blk.{i}.attn_q.weight", layer.attn.wq.weight),
+                (f"blk.{i}.attn_k.weight", layer.attn.wk.weight),
+                (f"blk.{i}.attn_v.weight", layer.attn.wv.weight),
+                (f"blk.{i}.attn_output.weight", layer.attn.wo.weight),
+                (f"blk.{i}.ffn_norm.weight", layer.ffn_norm.weight),
+                (f"blk.{i}.ffn_gate.weight", layer.ffn.w_gate.weight),
+                (f"blk.{i}.ffn_up.weight", layer.ffn.w_up.weight),
+                (f"blk.{i}.ffn_down.weight", layer.ffn.w_down.weight)]
+    return out + [("output_norm.weight", model.norm.weight), ("output.weight", model.output.weight)]
+
+
+def load_gguf_model(path: str):
+    """A model.Transformer with the weights of a "llama" GGUF (as export_model writes them:
+    no Q/K permutation, since both sides rotate adjacent pairs; F16/Q8_0 -> float32)."""
+    import torch
+    from model import ModelConfig, Transformer
+    meta, tensors = gw.read_gguf(path)
+    if meta.get("general.architecture") != "llama":
+        raise ValueError(f"{path}: architecture {meta.get('general.architecture')}, expected llama")
+    n_heads = meta["llama.attention.head_count"]
+    cfg = ModelConfig(n_vocab=len(meta["tokenizer.ggml.tokens"]), dim=meta["llama.embedding_length"],
+                      n_layers=meta["llama.block_count"], n_heads=n_heads,
+                      n_kv_heads=meta.get("llama.attention.head_count_kv", n_heads),
+                      ffn_dim=meta["llama.feed_forward_length"],
+                      n_ctx=meta["llama.context_length"],
+                      rope_base=meta.get("llama.rope.freq_base", 10000.0),
+                      norm_eps=meta["llama.attention.layer_norm_rms_epsilon"])
+    if meta.get("llama.rope.dimension_count", cfg.head_dim) != cfg.head_dim:
+        raise ValueError(f"{path}: partial RoPE is not supported by model.py")
+    model = Transformer(cfg)
+    params = gguf_tensors(model)
+    if sorted(tensors) != sorted(name for name, _ in params):
+        raise ValueError(f"{path}: tensors {sorted(set(tensors) ^ {n for n, _ in params})} "
+                         "differ from model.py's")
+    with torch.no_grad():
+        for name, param in params:
+            if tuple(tensors[name].shape) != tuple(param.shape):
+                raise ValueError(f"{path}: {name} has shape {tensors[name].shape}, "
+                                 f"expected {tuple(param.shape)}")
+            param.copy_(torch.from_numpy(np.array(tensors[name])))
+    return model
 
 
 def export_model(model, path: str, weight_type: str = "f16", name: str = "specdec",
@@ -82,23 +135,9 @@ def export_model(model, path: str, weight_type: str = "f16", name: str = "specde
     w.add("tokenizer.ggml.add_eos_token", gw.T_BOOL, False)
     w.add("tokenizer.ggml.add_space_prefix", gw.T_BOOL, False)
 
-    def tensor(gguf_name, param, is_matrix=True):
+    for gguf_name, param in gguf_tensors(model):
         array = param.detach().float().cpu().numpy()
-        w.add_tensor(gguf_name, array, matrix_type if is_matrix else gw.GGML_F32)
-
-    tensor("token_embd.weight", model.tok_embeddings.weight)
-    for i, layer in enumerate(model.layers):
-        tensor(f"blk.{i}.attn_norm.weight", layer.attn_norm.weight, is_matrix=False)
-        tensor(f"blk.{i}.attn_q.weight", layer.attn.wq.weight)
-        tensor(f"blk.{i}.attn_k.weight", layer.attn.wk.weight)
-        tensor(f"blk.{i}.attn_v.weight", layer.attn.wv.weight)
-        tensor(f"blk.{i}.attn_output.weight", layer.attn.wo.weight)
-        tensor(f"blk.{i}.ffn_norm.weight", layer.ffn_norm.weight, is_matrix=False)
-        tensor(f"blk.{i}.ffn_gate.weight", layer.ffn.w_gate.weight)
-        tensor(f"blk.{i}.ffn_up.weight", layer.ffn.w_up.weight)
-        tensor(f"blk.{i}.ffn_down.weight", layer.ffn.w_down.weight)
-    tensor("output_norm.weight", model.norm.weight, is_matrix=False)
-    tensor("output.weight", model.output.weight)
+        w.add_tensor(gguf_name, array, matrix_type if param.dim() == 2 else gw.GGML_F32)
 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"

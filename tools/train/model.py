@@ -38,6 +38,9 @@ class ModelConfig:
 PRESETS = {
     "target": ModelConfig(dim=256, n_layers=6, n_heads=4, n_kv_heads=4, ffn_dim=704),
     "draft": ModelConfig(dim=128, n_layers=1, n_heads=2, n_kv_heads=2, ffn_dim=384),
+    # the second demo draft: "draft" plus one layer (two attention layers can copy spans,
+    # which the target's repetitive greedy output rewards)
+    "draft2": ModelConfig(dim=128, n_layers=2, n_heads=2, n_kv_heads=2, ffn_dim=384),
     "tiny": ModelConfig(dim=64, n_layers=2, n_heads=2, n_kv_heads=1, ffn_dim=160, n_ctx=128),
 }
 

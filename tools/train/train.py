@@ -6,7 +6,12 @@ Usage (run in the background on idle CPU; the same command resumes from the chec
   nohup nice -n 19 /usr/bin/python3 tools/train/train.py --mode distill >>tools/train/work/draft.out 2>&1 &
 
 Requires: train_tokenizer.py ran (work/data/train.bin, val.bin); distill mode also needs the
-finished target (work/target/final.pt, written when the target reaches --max-steps).
+finished target (work/target/final.pt, written when the target reaches --max-steps), or
+--teacher models/demo-target.gguf (GGUF weights load through export_gguf.load_gguf_model).
+Distill options for the second demo draft (tools/train/README.md): --init grows a trained
+draft by identity layers, --extra-data mixes the target's own greedy continuations
+(gen_teacher_data.py) into every batch, --argmax-weight adds cross-entropy on the teacher's
+argmax to the KL.
 
 Writes (in --out, default work/target or work/draft):
   ckpt.pt     model, optimizer, step, RNG states, args; saved every --ckpt-minutes, at the
@@ -39,7 +44,14 @@ def parse_args(argv=None):
     parser.add_argument("--mode", choices=("target", "distill"), required=True)
     parser.add_argument("--preset", choices=sorted(PRESETS), help="default: target | draft by mode")
     parser.add_argument("--out", help="default: work/target | work/draft by mode")
-    parser.add_argument("--teacher", help="distill: teacher model (default work/target/final.pt)")
+    parser.add_argument("--teacher", help="distill: teacher model, a checkpoint or a GGUF such as "
+                        "models/demo-target.gguf (default work/target/final.pt)")
+    parser.add_argument("--init", help="fresh start from this model (.pt or .gguf) of the same "
+                        "width; layers it lacks start as identity blocks (zero output projections)")
+    parser.add_argument("--extra-data", help="second uint16 token stream (e.g. work/data/"
+                        "teacher_gen.bin from gen_teacher_data.py) mixed into every batch")
+    parser.add_argument("--extra-frac", type=float, default=0.5,
+                        help="fraction of each batch's sequences taken from --extra-data")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--max-steps", type=int, help="default: 1600 target | 1200 distill")
     parser.add_argument("--batch-tokens", type=int, default=4096, help="tokens per step")
@@ -57,6 +69,9 @@ def parse_args(argv=None):
                         help="softening temperature of teacher and student in the KL")
     parser.add_argument("--ce-weight", type=float, default=0.0,
                         help="distill: weight of the data cross-entropy added to the KL")
+    parser.add_argument("--argmax-weight", type=float, default=0.0,
+                        help="distill: weight of the cross-entropy on the teacher's argmax "
+                        "(greedy agreement) added to the KL")
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--eval-windows", type=int, default=16, help="validation windows of n_ctx")
     parser.add_argument("--log-every", type=int, default=10)
@@ -67,6 +82,8 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="cpu | cuda (a lent GPU machine)")
     args = parser.parse_args(argv)
+    if not 0 <= args.extra_frac < 1:
+        parser.error("--extra-frac must be in [0, 1): every step keeps some corpus windows")
     target = args.mode == "target"
     args.max_steps = args.max_steps or (1600 if target else 1200)
     args.lr = args.lr or (1e-3 if target else 2e-3)
@@ -106,11 +123,33 @@ def make_optimizer(model: Transformer, args) -> torch.optim.Optimizer:
 
 
 def load_model(path: str) -> Transformer:
-    """A model from final.pt or ckpt.pt (either holds 'config' and 'model')."""
+    """A model from final.pt or ckpt.pt (either holds 'config' and 'model'), or from a GGUF
+    that export_gguf.py wrote (e.g. models/demo-target.gguf as the distillation teacher)."""
+    if path.endswith(".gguf"):
+        from export_gguf import load_gguf_model  # local import: sentencepiece only here
+        return load_gguf_model(path)
     state = torch.load(path, map_location="cpu")
     model = Transformer(ModelConfig(**state["config"]))
     model.load_state_dict(state["model"])
     return model
+
+
+def init_from(model: Transformer, path: str) -> None:
+    """Copies a smaller-or-equal-depth model of the same width into `model`. Extra layers keep
+    their random init but with zero attention and FFN output projections, so they start as
+    identity blocks and the grown model computes exactly what the source model computes."""
+    src = load_model(path)
+    same = ("n_vocab", "dim", "n_heads", "n_kv_heads", "ffn_dim", "n_ctx")
+    if any(getattr(src.cfg, k) != getattr(model.cfg, k) for k in same) \
+            or src.cfg.n_layers > model.cfg.n_layers:
+        raise SystemExit(f"error: --init {path} {src.cfg} does not fit {model.cfg}")
+    with torch.no_grad():
+        for name, param in src.state_dict().items():
+            model.state_dict()[name].copy_(param)
+        for layer in model.layers[src.cfg.n_layers:]:
+            layer.attn.wo.weight.zero_()
+            layer.ffn.w_down.weight.zero_()
+    print(f"initialised from {path} ({src.cfg.n_layers} of {model.cfg.n_layers} layers)", flush=True)
 
 
 def distill_loss(student_logits, teacher_logits, temp: float):
@@ -197,6 +236,8 @@ def main(argv=None) -> None:
         torch.set_rng_state(state["torch_rng"].cpu())
         np.random.set_state(state["numpy_rng"])
         print(f"resumed {ckpt_path} at step {step}", flush=True)
+    elif args.init:
+        init_from(model, args.init)
     if step >= args.max_steps:
         print(f"already at step {step} >= --max-steps {args.max_steps}; nothing to do")
         return
@@ -214,18 +255,22 @@ def main(argv=None) -> None:
     n_ctx = model.cfg.n_ctx
     train_tokens = load_tokens(work_path("data", "train.bin"))
     val_tokens = load_tokens(work_path("data", "val.bin"))
+    extra_tokens = load_tokens(args.extra_data) if args.extra_data else None
     # phase 0: short sequences from step 0; phase 1: n_ctx from long_phase_start (own seed)
     streams = {}
 
     def phase_stream(step):
-        """(stream, first step of its phase, eval windows) for the step's sequence length."""
+        """(stream, first step of its phase, eval windows, extra stream or None) for the
+        step's sequence length."""
         seq_len = seq_len_at(step, args, n_ctx)
         if seq_len not in streams:
             phase = int(seq_len == n_ctx)
+            extra = None if extra_tokens is None else \
+                TrainStream(extra_tokens, seq_len, args.seed + 2 + phase)
             streams[seq_len] = (TrainStream(train_tokens, seq_len, args.seed + phase),
                                 long_phase_start(args) if phase else 0,
                                 eval_windows(val_tokens, seq_len,
-                                             args.eval_windows * n_ctx // seq_len))
+                                             args.eval_windows * n_ctx // seq_len), extra)
         return streams[seq_len]
     print(f"mode {args.mode}, preset {args.preset}: {model.n_params()} params "
           f"({model.n_params(non_embedding=True)} non-embedding), {model.flops_per_token()} "
@@ -243,19 +288,25 @@ def main(argv=None) -> None:
     tokens_since_log, loss_sum, aux_sum, n_sum = 0, 0.0, 0.0, 0
     model.train()
     while step < args.max_steps and stop["signal"] is None:
-        stream, phase_first_step, val = phase_stream(step)
+        stream, phase_first_step, val, extra = phase_stream(step)
         seqs_per_step = args.batch_tokens // stream.n_ctx
         seqs_per_micro = max(1, min(seqs_per_step, args.micro_tokens // stream.n_ctx))
         n_micro = seqs_per_step // seqs_per_micro
-        first_sample = (step - phase_first_step) * seqs_per_step
+        n_extra = round(args.extra_frac * seqs_per_step) if extra is not None else 0
+        first_sample = (step - phase_first_step) * (seqs_per_step - n_extra)
+        batch_inputs, batch_targets = stream.batch(first_sample, seqs_per_step - n_extra)
+        if n_extra:
+            extra_inputs, extra_targets = extra.batch((step - phase_first_step) * n_extra, n_extra)
+            batch_inputs = torch.cat((batch_inputs, extra_inputs))
+            batch_targets = torch.cat((batch_targets, extra_targets))
         lr = lr_at(step, args)
         for group in optimizer.param_groups:
             group["lr"] = lr
         optimizer.zero_grad(set_to_none=True)
         for micro in range(n_micro):
-            inputs, targets = stream.batch(first_sample + micro * seqs_per_micro,
-                                           seqs_per_micro)
-            inputs, targets = inputs.to(args.device), targets.to(args.device)
+            rows = slice(micro * seqs_per_micro, (micro + 1) * seqs_per_micro)
+            inputs = batch_inputs[rows].to(args.device)
+            targets = batch_targets[rows].to(args.device)
             logits = model(inputs)
             ce = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
             if teacher is not None:
@@ -263,6 +314,9 @@ def main(argv=None) -> None:
                     t_logits = teacher(inputs)
                 kl = distill_loss(logits, t_logits, args.distill_temp)
                 loss = kl + args.ce_weight * ce
+                if args.argmax_weight:
+                    loss = loss + args.argmax_weight * F.cross_entropy(
+                        logits.flatten(0, 1), t_logits.argmax(-1).flatten())
                 aux_sum += kl.item()
             else:
                 loss = ce
@@ -279,7 +333,7 @@ def main(argv=None) -> None:
             fields = {"train_ce": loss_sum / n_sum, "lr": lr, "grad_norm": grad_norm,
                       "tok_per_s": tokens_since_log / (now - last_log),
                       "seq_len": stream.n_ctx,
-                      "phase_epoch": stream.epoch_of(first_sample + seqs_per_step),
+                      "phase_epoch": stream.epoch_of(first_sample + seqs_per_step - n_extra),
                       "elapsed_min": (now - start) / 60}
             if teacher is not None:
                 fields["train_kl"] = aux_sum / n_sum
