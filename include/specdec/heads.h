@@ -35,6 +35,9 @@ class MedusaHeads {
   int n_blocks() const { return n_blocks_; }
   int n_embd() const { return n_embd_; }
   const std::string& path() const;
+  // The candidate tree tuned for these heads (optional key medusa.tree_choices, docs/HEADS.md):
+  // choices in the order of MedusaOptions::choices; empty when the file has none.
+  const std::vector<std::vector<int>>& tree() const { return tree_; }
   // hidden (n_heads, n_embd): every head's state for one feature (n_embd); apply the target's
   // output_head to get the heads' logits. Cost: n_heads * n_blocks matrix-vector products.
   void hidden(const float* feature, float* hidden, ThreadPool* pool) const;
@@ -44,6 +47,7 @@ class MedusaHeads {
   struct Block;
   std::unique_ptr<GgufFile> gguf_;
   std::vector<Block> blocks_;  // (n_heads * n_blocks) head-major
+  std::vector<std::vector<int>> tree_;  // (n_choices, depth)
   int n_heads_ = 0, n_blocks_ = 0, n_embd_ = 0;
 };
 

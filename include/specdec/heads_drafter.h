@@ -19,7 +19,8 @@ struct MedusaOptions {
   // The candidate tree: choice {a, b, ...} is the node reached by the rank-a token of head 0,
   // then the rank-b token of head 1, ... (ranks by head logit, ties: lower id). A proposal of
   // at most n_max nodes takes the first n_max usable choices, so list the likeliest first;
-  // every choice's prefix must come before it. Empty: Medusa's 63-node tree (mc_sim_7b_63).
+  // every choice's prefix must come before it. Empty: the tree tuned for the heads
+  // (MedusaHeads::tree()), or Medusa's 63-node tree (mc_sim_7b_63) when the file has none.
   std::vector<std::vector<int>> choices;
   PlantedBug bug = PlantedBug::None;  // testing hook: DeterministicAsSampled
 };

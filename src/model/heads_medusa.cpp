@@ -1,4 +1,5 @@
 // model/heads_medusa.cpp — loading and evaluating Medusa-1 heads (docs/HEADS.md).
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -20,6 +21,38 @@ MedusaHeads::~MedusaHeads() = default;
 
 const std::string& MedusaHeads::path() const { return gguf_->path(); }
 
+namespace {
+
+// "0;0,0;1" -> {{0}, {0, 0}, {1}}: choices separated by ';', ranks by ','. Syntax only (the
+// drafter checks the prefix order); Error naming the file, the key and the bad choice.
+std::vector<std::vector<int>> parse_tree_choices(const std::string& text, const std::string& path) {
+  std::vector<std::vector<int>> choices;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(';', start), text.size());
+    const std::string choice = text.substr(start, end - start);
+    std::vector<int> ranks;
+    size_t pos = 0;
+    bool ok = !choice.empty();
+    while (ok && pos <= choice.size()) {
+      const size_t comma = std::min(choice.find(',', pos), choice.size());
+      const std::string rank = choice.substr(pos, comma - pos);
+      ok = !rank.empty() && rank.size() <= 6 && rank.find_first_not_of("0123456789") == std::string::npos;
+      if (ok) ranks.push_back(std::stoi(rank));
+      pos = comma + 1;
+    }
+    if (!ok) {
+      throw Error(path + ": medusa.tree_choices: choice " + std::to_string(choices.size()) + " '" + choice +
+                  "' is not a ','-separated list of ranks (format \"0;0,0;1\")");
+    }
+    choices.push_back(std::move(ranks));
+    start = end + 1;
+  }
+  return choices;
+}
+
+}  // namespace
+
 std::unique_ptr<MedusaHeads> MedusaHeads::load(const std::string& path, const Transformer& target) {
   std::unique_ptr<MedusaHeads> heads(new MedusaHeads());
   heads->gguf_ = GgufFile::open(path);
@@ -40,6 +73,7 @@ std::unique_ptr<MedusaHeads> MedusaHeads::load(const std::string& path, const Tr
     }
   }
   check_no_unknown_tensors(g, expected);
+  if (g.has("medusa.tree_choices")) heads->tree_ = parse_tree_choices(g.get_string("medusa.tree_choices"), path);
   return heads;
 }
 

@@ -30,6 +30,9 @@ class FileBuilder {
   void u32(const std::string& key, uint32_t value) {
     if (key != faults_.skip_key) writer_.set_u32(key, value);
   }
+  void string(const std::string& key, const std::string& value) {
+    if (key != faults_.skip_key) writer_.set_string(key, value);
+  }
   void f32(const std::string& key, float value) {
     if (key != faults_.skip_key) writer_.set_f32(key, value);
   }
@@ -62,6 +65,7 @@ void write_random_medusa(const std::string& path, const Transformer& target, con
   b.header("medusa", target);
   b.u32("medusa.head_count", static_cast<uint32_t>(spec.n_heads));
   b.u32("medusa.block_count", static_cast<uint32_t>(spec.n_blocks));
+  if (!spec.tree.empty()) b.string("medusa.tree_choices", spec.tree);
   const float w = spec.scale / std::sqrt(static_cast<float>(n_embd));
   for (int k = 0; k < spec.n_heads; ++k) {
     for (int j = 0; j < spec.n_blocks; ++j) {

@@ -28,6 +28,7 @@ struct MedusaFileSpec {
   int n_blocks = 1;
   uint64_t seed = 1;
   float scale = 1.0f;          // weights uniform in +-scale / sqrt(n_embd), biases +-0.1 scale
+  std::string tree;            // non-empty: written as medusa.tree_choices (e.g. "0;1;0,0")
   HeadsFileFaults faults;
 };
 

@@ -135,8 +135,31 @@ TEST(HeadsFiles, MedusaChoicesAreValidated) {
     EXPECT_THROW(MedusaDrafter(*target, *heads, options), Error);
   }
   EXPECT_EQ(MedusaDrafter::default_choices().size(), 63u);
+  EXPECT_TRUE(heads->tree().empty());  // no medusa.tree_choices in the file
   MedusaOptions ok;  // the default tree is valid
   EXPECT_NO_THROW(MedusaDrafter(*target, *heads, ok));
+}
+
+// medusa.tree_choices (docs/HEADS.md): parsed at load, malformed text is an Error naming the
+// file, the key and the bad choice; a tree breaking the prefix rule fails when a drafter uses it.
+TEST(HeadsFiles, MedusaTreeChoicesKey) {
+  auto target = testing::load_single_threaded(testing::micro_trio().target);
+  const std::string path = testing::temp_dir() + "/heads_tree_medusa.gguf";
+  testing::MedusaFileSpec spec;
+  spec.tree = "2;0;2,1;0,0;2,1,10";
+  testing::write_random_medusa(path, *target, spec);
+  auto heads = MedusaHeads::load(path, *target);
+  EXPECT_EQ(heads->tree(), (std::vector<std::vector<int>>{{2}, {0}, {2, 1}, {0, 0}, {2, 1, 10}}));
+  for (const std::string& bad : {std::string("0;;1"), std::string("0;1,x"), std::string("0,"), std::string(";"),
+                                 std::string("0;-1"), std::string("1 ;2")}) {
+    spec.tree = bad;
+    testing::write_random_medusa(path, *target, spec);
+    expect_error([&] { MedusaHeads::load(path, *target); }, {path, "medusa.tree_choices"}, "tree '" + bad + "'");
+  }
+  spec.tree = "0;1;0,0,0;0,0";  // {0, 0, 0} before its prefix {0, 0}
+  testing::write_random_medusa(path, *target, spec);
+  heads = MedusaHeads::load(path, *target);
+  expect_error([&] { MedusaDrafter(*target, *heads); }, {path, "choice 2"}, "prefix rule");
 }
 
 }  // namespace

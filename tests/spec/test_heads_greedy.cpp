@@ -83,6 +83,42 @@ TEST(HeadsGreedy, MedusaMatchesPlainDecodingOverTreeShapes) {
   }
 }
 
+// A file's tuned tree (medusa.tree_choices) replaces the default tree: the same drafts as that
+// tree given as options, never more nodes per pass than it has, and output equal to plain.
+TEST(HeadsGreedy, MedusaUsesTheTreeStoredInItsFile) {
+  const uint64_t seed = testing::test_seed("HeadsGreedy.MedusaFileTree");
+  auto target = testing::load_single_threaded(testing::tiny_trio().target);
+  testing::MedusaFileSpec spec;
+  spec.n_heads = 4;
+  spec.seed = 43;  // the weights of tiny_heads()
+  spec.scale = 2.0f;
+  spec.tree = "0;1;0,0";
+  const std::string path = testing::temp_dir() + "/tiny_tree_medusa.gguf";
+  testing::write_random_medusa(path, *target, spec);
+  auto heads = MedusaHeads::load(path, *target);
+  const auto prompts = random_prompts(seed, target->config().n_vocab, 6);
+  MedusaDrafter from_file(*target, *heads);
+  MedusaOptions options;
+  options.choices = {{0}, {1}, {0, 0}};
+  MedusaDrafter from_options(*target, *heads, options);
+  MedusaDrafter default_tree(*target, *heads, MedusaOptions{MedusaDrafter::default_choices(), {}});
+  SpeculativeDecoder plain(*target, nullptr);
+  SpeculativeDecoder spec_file(*target, &from_file, fixed_k(24));
+  SpeculativeDecoder spec_options(*target, &from_options, fixed_k(24));
+  SpeculativeDecoder spec_default(*target, &default_tree, fixed_k(24));
+  for (const auto& prompt : prompts) {
+    const auto expected = generate(plain, prompt, greedy_params(), 16);
+    EXPECT_EQ(generate(spec_file, prompt, greedy_params(), 16), expected);
+    EXPECT_EQ(generate(spec_options, prompt, greedy_params(), 16), expected);
+    EXPECT_EQ(generate(spec_default, prompt, greedy_params(), 16), expected);
+  }
+  EXPECT_EQ(spec_file.stats().n_drafted, spec_options.stats().n_drafted);
+  EXPECT_EQ(spec_file.stats().n_accepted, spec_options.stats().n_accepted);
+  EXPECT_GT(spec_file.stats().n_drafted, 0);
+  EXPECT_LE(spec_file.stats().n_drafted, 3 * spec_file.stats().n_target_passes);
+  EXPECT_GT(spec_default.stats().n_drafted, 3 * spec_default.stats().n_target_passes);
+}
+
 TEST(HeadsGreedy, EagleMatchesPlainDecodingOverTreeShapes) {
   const uint64_t seed = testing::test_seed("HeadsGreedy.Eagle");
   for (const std::string& path : {testing::micro_trio().target, testing::tiny_trio().target}) {

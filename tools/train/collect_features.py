@@ -7,7 +7,9 @@ Usage (resumable: the same command continues where it stopped):
 
 Window i is sample i of data.TrainStream(train.bin, seq_len, seed + 7) (the stream
 train_heads.py uses on the fly), so the cache holds exactly what on-the-fly training would see
-first. Features are the post-output-norm hidden states (heads_model.target_features).
+first. With --extra-data F --extra-frac a, a fraction a of the windows (evenly spread) comes
+from TrainStream(F, seq_len, seed + 8) instead: the target's own greedy continuations
+(gen_teacher_data.py), the text EAGLE drafts on at temperature 0. --target may be a GGUF. Features are the post-output-norm hidden states (heads_model.target_features).
 Files in --out:
   tokens.u16   (windows, seq_len + 1) uint16: x_0..x_T of each window
   feats.f16    (windows, seq_len, n_embd) float16: f_0..f_{T-1} (F16: rel. error <= 2^-11,
@@ -58,7 +60,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--chunk", type=int, default=4, help="windows per target forward")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--extra-data", help="second uint16 token stream (e.g. work/data/"
+                        "teacher_gen.bin: the target's greedy continuations, what EAGLE drafts "
+                        "on at temperature 0)")
+    parser.add_argument("--extra-frac", type=float, default=0.0,
+                        help="fraction of the windows taken from --extra-data (evenly spread)")
     args = parser.parse_args()
+    if not 0 <= args.extra_frac <= 1 or (args.extra_frac > 0) != bool(args.extra_data):
+        parser.error("--extra-frac in (0, 1] goes with --extra-data")
     setup_torch(args.threads)
     target_path = args.target or work_path("target", "final.pt")
     out = args.out or work_path("heads", "features", "x")[:-2]
@@ -68,13 +77,17 @@ def main() -> None:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         raise SystemExit(f"error: another collect_features.py is already writing {out}")
-    state = torch.load(target_path, map_location="cpu")
+    step = None if target_path.endswith(".gguf") else \
+        torch.load(target_path, map_location="cpu").get("step")
     target = freeze(load_model(target_path))
     meta_path = os.path.join(out, "meta.json")
     meta = {"windows": args.windows, "seq_len": args.seq_len, "n_embd": target.cfg.dim,
             "seed": args.seed, "stream_seed": args.seed + STREAM_SEED_OFFSET,
-            "target": os.path.abspath(target_path), "target_step": state.get("step"),
+            "target": os.path.abspath(target_path), "target_step": step,
             "n_done": 0}
+    if args.extra_data:  # recorded only when used, so older caches still resume
+        meta["extra_data"] = os.path.abspath(args.extra_data)
+        meta["extra_frac"] = args.extra_frac
     if os.path.exists(meta_path):
         with open(meta_path, encoding="utf-8") as f:
             old = json.load(f)
@@ -86,11 +99,29 @@ def main() -> None:
     tokens, feats = open_cache(out, args.windows, args.seq_len, target.cfg.dim, mode)
     stream = TrainStream(load_tokens(work_path("data", "train.bin")), args.seq_len,
                          args.seed + STREAM_SEED_OFFSET)
+    extra = None if not args.extra_data else \
+        TrainStream(load_tokens(args.extra_data), args.seq_len, args.seed + STREAM_SEED_OFFSET + 1)
+
+    def window_batch(first: int, n: int):
+        """Windows first..first+n-1: window i comes from the extra stream when
+        floor((i + 1) * frac) > floor(i * frac) (its k-th such window is extra sample k), else
+        from the corpus stream (sample i - number of extra windows before i)."""
+        if extra is None:
+            return stream.batch(first, n)
+        rows = []
+        for i in range(first, first + n):
+            n_extra_before = int(i * args.extra_frac)
+            if int((i + 1) * args.extra_frac) > n_extra_before:
+                rows.append(extra.batch(n_extra_before, 1))
+            else:
+                rows.append(stream.batch(i - n_extra_before, 1))
+        return torch.cat([r[0] for r in rows]), torch.cat([r[1] for r in rows])
+
     start = time.time()
     while meta["n_done"] < args.windows:
         first = meta["n_done"]
         n = min(args.chunk, args.windows - first)
-        inputs, targets = stream.batch(first, n)
+        inputs, targets = window_batch(first, n)
         full = torch.cat((inputs, targets[:, -1:]), dim=1)  # (n, T+1)
         tokens[first:first + n] = full.numpy().astype(np.uint16)
         feats[first:first + n] = target_features(target, inputs).numpy().astype(np.float16)

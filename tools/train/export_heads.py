@@ -100,7 +100,8 @@ def target_fingerprint(path: str) -> str:
 
 
 def export_heads(kind: str, tensors: dict, config: dict, fingerprint: str, path: str,
-                 weight_type: str = "f32", name: str = "specdec-heads") -> None:
+                 weight_type: str = "f32", name: str = "specdec-heads",
+                 tree_choices: str = "") -> None:
     """tensors: {gguf name: float32 numpy array (numpy order)}; config: the head config."""
     matrix_type = {"f32": gw.GGML_F32, "f16": gw.GGML_F16}[weight_type]
     w = gw.GgufWriter()
@@ -111,6 +112,8 @@ def export_heads(kind: str, tensors: dict, config: dict, fingerprint: str, path:
         w.add("medusa.head_count", gw.T_UINT32, config["n_heads"])
         w.add("medusa.block_count", gw.T_UINT32, config["n_blocks"])
         w.add("medusa.embedding_length", gw.T_UINT32, config["n_embd"])
+        if tree_choices:  # tune_medusa_tree.py: "0;0,0;1;..."
+            w.add("medusa.tree_choices", gw.T_STRING, tree_choices)
     else:
         w.add("eagle.embedding_length", gw.T_UINT32, config["dim"])
         w.add("eagle.feed_forward_length", gw.T_UINT32, config["ffn_dim"])
@@ -156,7 +159,8 @@ def gguf_tensors(kind: str, heads) -> dict:
     return out
 
 
-def export_checkpoint(heads_path: str, target_gguf: str, out: str, weight_type: str = "f32"):
+def export_checkpoint(heads_path: str, target_gguf: str, out: str, weight_type: str = "f32",
+                      tree_choices: str = ""):
     from heads_model import load_heads  # torch only for the CLI path
     kind, heads, state = load_heads(heads_path)
     meta = read_metadata_raw(target_gguf)
@@ -166,7 +170,8 @@ def export_checkpoint(heads_path: str, target_gguf: str, out: str, weight_type: 
     if dim != n_embd:
         raise ValueError(f"{heads_path}: heads of width {dim}, target {target_gguf} has {n_embd}")
     export_heads(kind, gguf_tensors(kind, heads), state["config"], target_fingerprint(target_gguf),
-                 out, weight_type, name=f"{kind} heads (step {state['step']}) for {name}")
+                 out, weight_type, name=f"{kind} heads (step {state['step']}) for {name}",
+                 tree_choices=tree_choices if kind == "medusa" else "")
     return kind
 
 
@@ -176,8 +181,14 @@ def main() -> None:
     parser.add_argument("--target-gguf", required=True, help="the target these heads belong to")
     parser.add_argument("--out", required=True)
     parser.add_argument("--type", choices=("f32", "f16"), default="f32")
+    parser.add_argument("--tree-choices", default="", help="medusa: the tuned tree, or @FILE "
+                        "(tune_medusa_tree.py's output)")
     args = parser.parse_args()
-    kind = export_checkpoint(args.heads, args.target_gguf, args.out, args.type)
+    tree = args.tree_choices
+    if tree.startswith("@"):
+        with open(tree[1:], encoding="utf-8") as f:
+            tree = f.read().strip()
+    kind = export_checkpoint(args.heads, args.target_gguf, args.out, args.type, tree)
     print(f"wrote {args.out} ({kind}, {os.path.getsize(args.out)} bytes, fingerprint "
           f"{target_fingerprint(args.target_gguf)})")
 

@@ -20,10 +20,12 @@ prompts are skipped) and data/teacher_gen.bin (uint16; each record = BOS + token
 layout of train.bin) for train.py --extra-data.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import random
 import subprocess
+import threading
 
 import numpy as np
 
@@ -42,8 +44,8 @@ def prompts(files: list, n_lines: int, n_start: int, n_mid: int, seed: int):
             yield f"{path}:{start}", "".join(lines[start:start + n_lines]), n_mid
 
 
-def generate(specdec: str, target: str, prompt: str, n_new: int) -> str:
-    prompt_file = work_path("teacher_gen", "prompt.txt")
+def generate(specdec: str, target: str, prompt: str, n_new: int, worker: int = 0) -> str:
+    prompt_file = work_path("teacher_gen", f"prompt{worker}.txt")
     with open(prompt_file, "w", encoding="utf-8") as f:
         f.write(prompt)
     cmd = [specdec, "generate", "-m", target, "-f", prompt_file, "-n", str(n_new), "--temp", "0",
@@ -52,13 +54,20 @@ def generate(specdec: str, target: str, prompt: str, n_new: int) -> str:
                           errors="replace").stdout
 
 
-def encode(texts_path: str, out_path: str) -> None:
+def encode(texts_path: str, out_path: str, order: list) -> None:
+    """Records in the canonical prompt order `order` (keys), whatever order they were written
+    in (parallel workers, resumed runs); a key written twice counts once."""
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor(model_file=work_path("tokenizer", "spm.model"))
-    ids = []
+    records = {}
     with open(texts_path, encoding="utf-8") as f:
         for line in f:
             record = json.loads(line)
+            records.setdefault(record["key"], record)
+    ids = []
+    for key in order:
+        if key in records:
+            record = records[key]
             ids += [BOS_ID] + sp.encode(to_model_text(record["prompt"] + record["output"])) + [EOS_ID]
     np.asarray(ids, dtype=np.uint16).tofile(out_path)
     print(f"wrote {out_path}: {len(ids)} tokens")
@@ -73,26 +82,37 @@ def main() -> None:
     parser.add_argument("--n-mid", type=int, default=128, help="tokens after a random line (0 = none)")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--encode-only", action="store_true")
+    parser.add_argument("--workers", type=int, default=1, help="specdec processes at once "
+                        "(each -t 1; the output does not depend on it)")
     args = parser.parse_args()
 
     texts_path = work_path("teacher_gen", "texts.jsonl")
+    with open(work_path("corpus", "files_train.txt"), encoding="utf-8") as f:
+        files = [line.strip() for line in f if line.strip()]
+    todo = [p for p in prompts(files, args.prompt_lines, args.n_start, args.n_mid, args.seed)
+            if p[1].strip()]
     if not args.encode_only:
         done = set()
         if os.path.exists(texts_path):
             with open(texts_path, encoding="utf-8") as f:
                 done = {json.loads(line)["key"] for line in f}
-        with open(work_path("corpus", "files_train.txt"), encoding="utf-8") as f:
-            files = [line.strip() for line in f if line.strip()]
-        with open(texts_path, "a", encoding="utf-8") as out:
-            for key, prompt, n_new in prompts(files, args.prompt_lines, args.n_start,
-                                              args.n_mid, args.seed):
-                if key in done or not prompt.strip():
-                    continue
-                output = generate(args.specdec, args.target, prompt, n_new)
+        pending = [p for p in todo if p[0] not in done]
+        lock = threading.Lock()
+
+        def run(item, out):
+            key, prompt, n_new = item
+            worker = threading.get_ident() % 1000003  # a prompt file per thread
+            output = generate(args.specdec, args.target, prompt, n_new, worker)
+            with lock:
                 out.write(json.dumps({"key": key, "prompt": prompt, "output": output}) + "\n")
                 out.flush()
+
+        with open(texts_path, "a", encoding="utf-8") as out, \
+                concurrent.futures.ThreadPoolExecutor(max(1, args.workers)) as pool:
+            for future in [pool.submit(run, item, out) for item in pending]:
+                future.result()
         print(f"{texts_path}: all prompts generated")
-    encode(texts_path, work_path("data", "teacher_gen.bin"))
+    encode(texts_path, work_path("data", "teacher_gen.bin"), [p[0] for p in todo])
 
 
 if __name__ == "__main__":

@@ -56,6 +56,8 @@ def main() -> None:
     parser.add_argument("--n-predict", type=int, default=128)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--only", default="", help="run only the settings whose name contains "
+                        "this text (e.g. 'temperature 0, fixed')")
     args = parser.parse_args()
 
     with open(work_path("corpus", "files_val.txt"), encoding="utf-8") as f:
@@ -71,6 +73,8 @@ def main() -> None:
 
     rows, raw = [], {}
     for name, extra in SETTINGS:
+        if args.only not in name:
+            continue
         runs = [run_one(args, p, extra) for p in prompt_files]
         total = {k: sum(r.get(k, 0) for r in runs) for k in
                  ("drafted", "accepted", "speculative_seconds", "plain_seconds")}

@@ -45,6 +45,8 @@ def parse_args(argv=None):
     parser.add_argument("--features", help="collect_features.py cache (default "
                         "work/heads/features if complete; 'none' = on the fly)")
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--init", help="fresh start from these heads (a heads GGUF of "
+                        "export_heads.py, e.g. models/demo-eagle.gguf), same kind and shapes")
     parser.add_argument("--max-steps", type=int, default=300)
     parser.add_argument("--batch-tokens", type=int, default=2048, help="tokens per step")
     parser.add_argument("--seq-len", type=int, default=512, help="window length (<= n_ctx)")
@@ -90,6 +92,45 @@ def parse_args(argv=None):
     args.target = args.target or work_path("target", "final.pt")
     args.out = args.out or work_path("heads", args.kind, "x")[:-2]
     return args
+
+
+def init_heads_from_gguf(kind: str, heads, path: str) -> None:
+    """Copies every tensor of a heads GGUF into `heads` (export_heads.gguf_tensors names the
+    parameters; the file must hold exactly those tensors with the same shapes)."""
+    from export_heads import gguf_tensors
+    from gguf_writer import read_gguf
+    meta, tensors = read_gguf(path)
+    if meta.get("general.architecture") != kind:
+        raise SystemExit(f"error: --init {path} holds {meta.get('general.architecture')} heads, "
+                         f"not {kind}")
+    wanted = gguf_tensors(kind, heads)  # {name: numpy copy}, only for names and shapes
+    if set(wanted) != set(tensors) or any(wanted[n].shape != tensors[n].shape for n in wanted):
+        raise SystemExit(f"error: --init {path}: tensors do not fit the {kind} heads "
+                         f"{heads_config(kind, heads)}")
+    params = dict(heads.named_parameters())
+    names = {}  # gguf name -> parameter name
+    for pname in params:
+        for gname in gguf_tensors_of_param(kind, heads, pname):
+            names[gname] = pname
+    with torch.no_grad():
+        for gname, pname in names.items():
+            params[pname].copy_(torch.from_numpy(np.array(tensors[gname])))
+    print(f"initialised from {path} ({len(names)} tensors)", flush=True)
+
+
+def gguf_tensors_of_param(kind: str, heads, pname: str) -> dict:
+    """{gguf name: array} of the one GGUF tensor the exporter writes from parameter `pname`
+    (found by marking the parameter, so the exporter's table is the only name mapping)."""
+    from export_heads import gguf_tensors
+    param = dict(heads.named_parameters())[pname]
+    with torch.no_grad():
+        saved = param.clone()
+        param.fill_(1234.5)
+        marked = {n: a for n, a in gguf_tensors(kind, heads).items() if (a == 1234.5).all()}
+        param.copy_(saved)
+    if len(marked) != 1:
+        raise SystemExit(f"error: parameter {pname} maps to {sorted(marked)} GGUF tensors")
+    return marked
 
 
 class CachedBatches:
@@ -222,6 +263,8 @@ def main(argv=None) -> None:
                                    {"params": no_decay, "weight_decay": 0.0}],
                                   lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
     step = 0
+    if args.init and not os.path.exists(ckpt_path):
+        init_heads_from_gguf(args.kind, heads, args.init)
     if os.path.exists(ckpt_path):
         state = torch.load(ckpt_path, map_location=args.device)
         if state["kind"] != args.kind or state["config"] != heads_config(args.kind, heads):
