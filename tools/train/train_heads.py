@@ -64,6 +64,8 @@ def parse_args(argv=None):
     parser.add_argument("--ce-weight", type=float, default=0.1, help="eagle: w")
     parser.add_argument("--ce-target", choices=("data", "target"), default="data")
     parser.add_argument("--noise", type=float, default=0.1, help="eagle: uniform feature noise")
+    parser.add_argument("--unroll", type=int, default=1, help="eagle: passes per step, k >= 2 "
+                        "on the layer's own features (training-time test; see eagle_loss)")
     parser.add_argument("--eval-every", type=int, default=50)
     parser.add_argument("--eval-windows", type=int, default=4, help="validation windows")
     parser.add_argument("--log-every", type=int, default=10)
@@ -169,21 +171,32 @@ def medusa_loss(heads, out_w, feats, full, decay: float):
 
 
 def eagle_loss(layer, out_w, embed, feats, full, args, noise_gen=None):
-    """-> (loss, SmoothL1, CE). Rows t = 0..T-2: input (E[x_{t+1}], f_t), targets f_{t+1}, x_{t+2}."""
+    """-> (loss, SmoothL1, CE). Rows t = 0..T-2: input (E[x_{t+1}], f_t), targets f_{t+1}, x_{t+2}.
+    --unroll n > 1 (training-time test, as EAGLE-3): pass k >= 2 feeds the layer its own
+    previous output instead of the true feature (input at row t: g^{k-1}_{t-1}, row 0 keeps
+    f_0), with the same targets, so the layer learns to draft from its own inexact features as
+    it does at depth >= 2; gradients flow through the earlier passes. The loss is the mean over
+    the passes; the returned SmoothL1 and CE are those of the first (teacher-forced) pass."""
     inputs_f = feats[:, :-1]  # (B, T-1, d)
     if noise_gen is not None and args.noise > 0:
         noise = torch.rand(inputs_f.shape, generator=noise_gen).to(inputs_f.device)
         inputs_f = inputs_f + (noise * 2 - 1) * args.noise
-    g = layer(embed(full[:, 1:-1]), inputs_f)  # (B, T-1, d)
-    reg = F.smooth_l1_loss(g, feats[:, 1:])
-    logits = F.linear(g, out_w)  # (B, T-1, V)
-    if args.ce_target == "target":
-        with torch.no_grad():
-            p = torch.softmax(F.linear(feats[:, 1:], out_w), -1)
-        ce = -(p * F.log_softmax(logits, -1)).sum(-1).mean()
-    else:
-        ce = F.cross_entropy(logits.flatten(0, 1), full[:, 2:].flatten())
-    return reg + args.ce_weight * ce, reg, ce
+    next_embeddings = embed(full[:, 1:-1])  # (B, T-1, d)
+    with torch.no_grad():
+        p = None if args.ce_target != "target" else torch.softmax(F.linear(feats[:, 1:], out_w), -1)
+    total, first = 0.0, None
+    for k in range(max(1, args.unroll)):
+        g = layer(next_embeddings, inputs_f)  # (B, T-1, d)
+        reg = F.smooth_l1_loss(g, feats[:, 1:])
+        logits = F.linear(g, out_w)  # (B, T-1, V)
+        if p is not None:
+            ce = -(p * F.log_softmax(logits, -1)).sum(-1).mean()
+        else:
+            ce = F.cross_entropy(logits.flatten(0, 1), full[:, 2:].flatten())
+        total = total + reg + args.ce_weight * ce
+        first = first or (reg, ce)
+        inputs_f = torch.cat((feats[:, :1], g[:, :-1]), dim=1)  # the next pass's inputs
+    return total / max(1, args.unroll), first[0], first[1]
 
 
 def _in_top5(logits, tokens) -> float:
