@@ -84,6 +84,12 @@ class Drafter {
     (void)features;
     (void)n_embd;
   }
+  // Called by the decoder right after begin(), with the prompt's features already shared
+  // (set_features) when wants_features(): a drafter that otherwise catches up lazily at its
+  // first proposal (the EAGLE layer's cache over the prompt) does it here, in the prefill,
+  // so that the first timed proposal does not charge a prompt's worth of work to c_draft (the
+  // decoder counts the prompt as seen at begin()). Default: nothing.
+  virtual void catch_up(std::span<const Token> prompt) { (void)prompt; }
   // Seconds spent in propose() since construction (for c_draft).
   virtual double draft_seconds() const { return 0.0; }
 };

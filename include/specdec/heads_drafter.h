@@ -78,6 +78,8 @@ class EagleDrafter : public Drafter {
   // target and layer must outlive the drafter. Error for bad options (naming them).
   EagleDrafter(Transformer& target, EagleLayer& layer, const EagleOptions& options = {});
   std::string name() const override { return "eagle"; }
+  // Forwards the prompt's entries through the layer (as the first proposal would).
+  void catch_up(std::span<const Token> prompt) override;
   void begin(std::span<const Token> prompt) override;
   Draft propose(std::span<const Token> context, int n_max, const SamplingParams& sampling) override;
   void accept(const Draft& draft, const Verdict& verdict) override { (void)draft, (void)verdict; }

@@ -33,6 +33,14 @@ void EagleDrafter::begin(std::span<const Token> prompt) {
   rollback(static_cast<int>(n_shared));
 }
 
+void EagleDrafter::catch_up(std::span<const Token> prompt) {
+  const size_t n_embd = static_cast<size_t>(layer_.config().n_embd);
+  if (prompt.size() >= 2 && features_.size() >= (prompt.size() - 1) * n_embd &&
+      static_cast<int>(prompt.size()) - 1 <= cache_.capacity()) {
+    sync(prompt);
+  }
+}
+
 void EagleDrafter::rollback(int n_tokens) {
   const int n_keep = std::max(0, std::min(cache_.size(), n_tokens - 1));
   cache_.truncate(n_keep);

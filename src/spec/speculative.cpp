@@ -88,6 +88,8 @@ void SpeculativeDecoder::begin(std::span<const Token> prompt, const SamplingPara
   if (drafter_) {
     if (!controller_->has_single_row_measurement()) probe_single_row();
     drafter_->begin(prompt);
+    share_features();
+    drafter_->catch_up(prompt);
     drafter_seen_ = static_cast<int>(prompt.size());
   }
   stats_.prefill_seconds += now_seconds() - t0;

@@ -1,6 +1,8 @@
 // The committed demo pair (models/demo-target.gguf, models/demo-draft.gguf; issue 5): both
 // load, share one tokenizer token for token, and speculative decoding with the draft gives
-// exactly the target's greedy output on Python prompts, with and without a fixed K.
+// exactly the target's greedy output on Python prompts, with and without a fixed K. The
+// committed self-speculation heads (models/demo-medusa.gguf with its tuned tree,
+// models/demo-eagle.gguf; issue 12) load for that target and decode exactly too.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,6 +10,7 @@
 
 #include "specdec/engine.h"
 #include "specdec/gguf.h"
+#include "specdec/heads.h"
 #include "specdec/model.h"
 
 namespace specdec {
@@ -67,6 +70,37 @@ TEST(DemoPair, SpeculativeGreedyEqualsPlainGreedy) {
         EXPECT_GT(spec.stats.n_accepted, 0) << "a trained draft should agree with its target sometimes";
       }
     }
+  }
+}
+
+TEST(DemoHeads, LoadForTheDemoTargetAndDecodeExactly) {
+  const char* kMedusa = "models/demo-medusa.gguf";
+  const char* kEagle = "models/demo-eagle.gguf";
+  for (const char* file : {kTarget, kMedusa, kEagle})
+    ASSERT_TRUE(std::filesystem::exists(repo_file(file))) << repo_file(file) << " is missing";
+  const auto target = Transformer::load(repo_file(kTarget), {1});
+  const auto medusa = MedusaHeads::load(repo_file(kMedusa), *target);
+  EXPECT_GE(medusa->tree().size(), 8u) << "the committed Medusa heads carry their tuned tree";
+  EagleLayer::load(repo_file(kEagle), *target);
+  for (SpecMethod method : {SpecMethod::Medusa, SpecMethod::Eagle}) {
+    EngineOptions o;
+    o.model_path = repo_file(kTarget);
+    o.heads_path = repo_file(method == SpecMethod::Medusa ? kMedusa : kEagle);
+    o.method = method;
+    o.n_threads = 1;
+    o.spec.adaptive = false;
+    o.spec.draft_max = 4;
+    Engine engine(o);
+    GenerateRequest request;
+    request.prompt = "import os\nimport sys\n\n\ndef main(argv):\n";
+    request.max_tokens = 48;
+    request.sampling.temperature = 0.0f;
+    request.speculative = false;
+    const auto plain = engine.generate(request);
+    request.speculative = true;
+    const auto spec = engine.generate(request);
+    EXPECT_EQ(spec.tokens, plain.tokens) << o.heads_path;
+    EXPECT_GT(spec.stats.n_accepted, 0) << o.heads_path << ": trained heads should agree sometimes";
   }
 }
 

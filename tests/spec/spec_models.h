@@ -89,6 +89,7 @@ class ForwardingDrafter : public Drafter {
   void set_p_min(float p_min) override { inner_.set_p_min(p_min); }
   bool wants_features() const override { return inner_.wants_features(); }
   void set_features(std::span<const float> features, int n_embd) override { inner_.set_features(features, n_embd); }
+  void catch_up(std::span<const Token> prompt) override { inner_.catch_up(prompt); }
   double draft_seconds() const override { return inner_.draft_seconds(); }
 
  private:

@@ -119,6 +119,48 @@ TEST(HeadsGreedy, MedusaUsesTheTreeStoredInItsFile) {
   EXPECT_GT(spec_default.stats().n_drafted, 3 * spec_default.stats().n_target_passes);
 }
 
+// A drafter reading features gets the prompt's features and a catch_up() call inside begin(),
+// so its first timed proposal does not pay for the prompt (with the prompt counted as seen, an
+// EAGLE layer forwarding a whole prompt at its first proposal looked 5-8x costlier per token
+// than it is, and adaptive K never drafted again). Output stays equal to plain decoding.
+TEST(HeadsGreedy, FeatureDraftersCatchUpOnThePromptInBegin) {
+  struct Recorder : testing::ForwardingDrafter {
+    using ForwardingDrafter::ForwardingDrafter;
+    void set_features(std::span<const float> features, int n_embd) override {
+      n_feature_rows = static_cast<int>(features.size()) / n_embd;
+      ForwardingDrafter::set_features(features, n_embd);
+    }
+    void catch_up(std::span<const Token> prompt) override {
+      caught_up.push_back({static_cast<int>(prompt.size()), n_feature_rows, n_proposals});
+      ForwardingDrafter::catch_up(prompt);
+    }
+    Draft propose(std::span<const Token> context, int n_max, const SamplingParams& sampling) override {
+      ++n_proposals;
+      return ForwardingDrafter::propose(context, n_max, sampling);
+    }
+    struct Call { int prompt_size, feature_rows, proposals_before; };
+    std::vector<Call> caught_up;
+    int n_feature_rows = 0, n_proposals = 0;
+  };
+  const uint64_t seed = testing::test_seed("HeadsGreedy.CatchUp");
+  auto target = testing::load_single_threaded(testing::tiny_trio().target);
+  auto layer = EagleLayer::load(testing::tiny_heads().eagle, *target);
+  EagleDrafter eagle(*target, *layer);
+  Recorder recorder(eagle);
+  SpeculativeDecoder plain(*target, nullptr);
+  SpeculativeDecoder spec(*target, &recorder, fixed_k(4));
+  for (const auto& prompt : random_prompts(seed, target->config().n_vocab, 4)) {
+    const int calls = static_cast<int>(recorder.caught_up.size()), proposals = recorder.n_proposals;
+    EXPECT_EQ(generate(spec, prompt, greedy_params(), 12), generate(plain, prompt, greedy_params(), 12));
+    ASSERT_EQ(static_cast<int>(recorder.caught_up.size()), calls + 1) << "one catch_up per begin";
+    const auto& call = recorder.caught_up.back();
+    EXPECT_EQ(call.prompt_size, static_cast<int>(prompt.size()));
+    EXPECT_EQ(call.feature_rows, static_cast<int>(prompt.size()) - 1) << "the prompt's features, shared before";
+    EXPECT_EQ(call.proposals_before, proposals) << "before the first proposal";
+  }
+  EXPECT_GT(spec.stats().n_accepted + spec.stats().n_drafted, 0);
+}
+
 TEST(HeadsGreedy, EagleMatchesPlainDecodingOverTreeShapes) {
   const uint64_t seed = testing::test_seed("HeadsGreedy.Eagle");
   for (const std::string& path : {testing::micro_trio().target, testing::tiny_trio().target}) {

@@ -62,7 +62,9 @@ def parse_args(argv=None):
     parser.add_argument("--eagle-heads", type=int, default=0, help="0 = the target's")
     parser.add_argument("--eagle-kv-heads", type=int, default=0, help="0 = the target's")
     parser.add_argument("--ce-weight", type=float, default=0.1, help="eagle: w")
-    parser.add_argument("--ce-target", choices=("data", "target"), default="data")
+    parser.add_argument("--ce-target", choices=("data", "target", "both"), default="data",
+                        help="eagle: CE on the data token, on the target's distribution, or "
+                        "both (the target's distribution + its argmax, the demo draft's loss)")
     parser.add_argument("--noise", type=float, default=0.1, help="eagle: uniform feature noise")
     parser.add_argument("--unroll", type=int, default=1, help="eagle: passes per step, k >= 2 "
                         "on the layer's own features (training-time test; see eagle_loss)")
@@ -183,14 +185,17 @@ def eagle_loss(layer, out_w, embed, feats, full, args, noise_gen=None):
         inputs_f = inputs_f + (noise * 2 - 1) * args.noise
     next_embeddings = embed(full[:, 1:-1])  # (B, T-1, d)
     with torch.no_grad():
-        p = None if args.ce_target != "target" else torch.softmax(F.linear(feats[:, 1:], out_w), -1)
+        p = None if args.ce_target == "data" else torch.softmax(F.linear(feats[:, 1:], out_w), -1)
     total, first = 0.0, None
     for k in range(max(1, args.unroll)):
         g = layer(next_embeddings, inputs_f)  # (B, T-1, d)
         reg = F.smooth_l1_loss(g, feats[:, 1:])
         logits = F.linear(g, out_w)  # (B, T-1, V)
         if p is not None:
-            ce = -(p * F.log_softmax(logits, -1)).sum(-1).mean()
+            log_q = F.log_softmax(logits, -1)
+            ce = -(p * log_q).sum(-1).mean()
+            if args.ce_target == "both":  # + CE on the target's greedy token
+                ce = ce - log_q.gather(-1, p.argmax(-1, keepdim=True)).mean()
         else:
             ce = F.cross_entropy(logits.flatten(0, 1), full[:, 2:].flatten())
         total = total + reg + args.ce_weight * ce
