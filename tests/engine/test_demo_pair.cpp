@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "specdec/engine.h"
 #include "specdec/gguf.h"
@@ -20,6 +21,18 @@ std::string repo_file(const char* relative) { return std::string(SPECDEC_SOURCE_
 
 const char* kTarget = "models/demo-target.gguf";
 const char* kDraft = "models/demo-draft.gguf";
+
+// The same greedy request of 48 tokens, plain then speculative.
+std::pair<GenerateResult, GenerateResult> plain_and_speculative(Engine& engine, const char* prompt) {
+  GenerateRequest request;
+  request.prompt = prompt;
+  request.max_tokens = 48;
+  request.sampling.temperature = 0.0f;
+  request.speculative = false;
+  GenerateResult plain = engine.generate(request);
+  request.speculative = true;
+  return {std::move(plain), engine.generate(request)};
+}
 
 TEST(DemoPair, BothModelsLoadAndShareTheTokenizer) {
   // The pair is part of the repository, not a fixture: a checkout without it is broken.
@@ -52,14 +65,7 @@ TEST(DemoPair, SpeculativeGreedyEqualsPlainGreedy) {
     for (const char* prompt : {"import os\nimport sys\n\n\ndef main(argv):\n",
                                "class Point:\n    def __init__(self, x, y):\n        self.x = x\n",
                                "    for i in range(10):\n"}) {
-      GenerateRequest request;
-      request.prompt = prompt;
-      request.max_tokens = 48;
-      request.sampling.temperature = 0.0f;
-      request.speculative = false;
-      const auto plain = engine.generate(request);
-      request.speculative = true;
-      const auto spec = engine.generate(request);
+      const auto [plain, spec] = plain_and_speculative(engine, prompt);
       EXPECT_EQ(spec.tokens, plain.tokens) << (adaptive ? "adaptive K: " : "K = 4: ") << prompt;
       EXPECT_EQ(spec.text, plain.text);
       // Adaptive K follows measured timings (c_draft, verify costs), so on a slow or loaded
@@ -91,14 +97,7 @@ TEST(DemoHeads, LoadForTheDemoTargetAndDecodeExactly) {
     o.spec.adaptive = false;
     o.spec.draft_max = 4;
     Engine engine(o);
-    GenerateRequest request;
-    request.prompt = "import os\nimport sys\n\n\ndef main(argv):\n";
-    request.max_tokens = 48;
-    request.sampling.temperature = 0.0f;
-    request.speculative = false;
-    const auto plain = engine.generate(request);
-    request.speculative = true;
-    const auto spec = engine.generate(request);
+    const auto [plain, spec] = plain_and_speculative(engine, "import os\nimport sys\n\n\ndef main(argv):\n");
     EXPECT_EQ(spec.tokens, plain.tokens) << o.heads_path;
     EXPECT_GT(spec.stats.n_accepted, 0) << o.heads_path << ": trained heads should agree sometimes";
   }
