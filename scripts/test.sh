@@ -12,11 +12,13 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 mode=${1:-release}
 case "$mode" in
-  release|"")   dir=build;      flags=(-DCMAKE_BUILD_TYPE=Release) ;;
-  --sanitize)   dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=Release -DSPECDEC_SANITIZE=ON -DSPECDEC_BENCHMARKS=OFF)
+  # SPECDEC_TESTS=ON explicitly: build/ is shared with scripts/demo.sh, which turns tests off in
+  # the CMake cache (running the demo first otherwise left the test executables unbuilt).
+  release|"")   dir=build;      flags=(-DCMAKE_BUILD_TYPE=Release -DSPECDEC_TESTS=ON -DSPECDEC_BENCHMARKS=ON) ;;
+  --sanitize)   dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=Release -DSPECDEC_SANITIZE=ON -DSPECDEC_TESTS=ON -DSPECDEC_BENCHMARKS=OFF)
                 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
                 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} ;;
-  --tsan)       dir=build-tsan; flags=(-DCMAKE_BUILD_TYPE=Release -DSPECDEC_TSAN=ON -DSPECDEC_BENCHMARKS=OFF)
+  --tsan)       dir=build-tsan; flags=(-DCMAKE_BUILD_TYPE=Release -DSPECDEC_TSAN=ON -DSPECDEC_TESTS=ON -DSPECDEC_BENCHMARKS=OFF)
                 # The multi-threaded parts: thread pool, model forward on 2 threads, engine, and the
                 # server under concurrent load (the CLI runs as a child process of test_server).
                 # (tests/CMakeLists.txt builds just these files into test_tsan under SPECDEC_TSAN.)
