@@ -21,7 +21,8 @@ std::vector<std::vector<int>> MedusaDrafter::default_choices() {
 
 MedusaDrafter::MedusaDrafter(Transformer& target, const MedusaHeads& heads, MedusaOptions options)
     : target_(target), heads_(heads), options_(std::move(options)) {
-  if (options_.choices.empty()) options_.choices = heads_.tree().empty() ? default_choices() : heads_.tree();
+  const bool from_file = options_.choices.empty() && !heads_.tree().empty();
+  if (options_.choices.empty()) options_.choices = from_file ? heads_.tree() : default_choices();
   for (size_t i = 0; i < options_.choices.size(); ++i) {
     const std::vector<int>& c = options_.choices[i];
     const bool ranks_ok = !c.empty() && std::all_of(c.begin(), c.end(), [](int r) { return r >= 0; });
@@ -31,7 +32,7 @@ MedusaDrafter::MedusaDrafter(Transformer& target, const MedusaHeads& heads, Medu
     const bool unique = std::find(options_.choices.begin(), options_.choices.begin() + static_cast<std::ptrdiff_t>(i), c) ==
                         options_.choices.begin() + static_cast<std::ptrdiff_t>(i);
     if (!ranks_ok || !prefix_before || !unique) {
-      throw Error("Medusa tree (" + (heads_.tree() == options_.choices ? heads_.path() : std::string("options")) +
+      throw Error("Medusa tree (" + (from_file ? heads_.path() : std::string("options")) +
                   ") choice " + std::to_string(i) +
                   " must be a new non-empty list of ranks >= 0 whose prefix is an earlier choice");
     }

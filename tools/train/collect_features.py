@@ -9,7 +9,8 @@ Window i is sample i of data.TrainStream(train.bin, seq_len, seed + 7) (the stre
 train_heads.py uses on the fly), so the cache holds exactly what on-the-fly training would see
 first. With --extra-data F --extra-frac a, a fraction a of the windows (evenly spread) comes
 from TrainStream(F, seq_len, seed + 8) instead: the target's own greedy continuations
-(gen_teacher_data.py), the text EAGLE drafts on at temperature 0. --target may be a GGUF. Features are the post-output-norm hidden states (heads_model.target_features).
+(gen_teacher_data.py), the text EAGLE drafts on at temperature 0. --target may be a GGUF.
+Features are the post-output-norm hidden states (heads_model.target_features).
 Files in --out:
   tokens.u16   (windows, seq_len + 1) uint16: x_0..x_T of each window
   feats.f16    (windows, seq_len, n_embd) float16: f_0..f_{T-1} (F16: rel. error <= 2^-11,

@@ -25,6 +25,7 @@ import json
 import os
 import random
 import subprocess
+import tempfile
 import threading
 
 import numpy as np
@@ -44,14 +45,16 @@ def prompts(files: list, n_lines: int, n_start: int, n_mid: int, seed: int):
             yield f"{path}:{start}", "".join(lines[start:start + n_lines]), n_mid
 
 
-def generate(specdec: str, target: str, prompt: str, n_new: int, worker: int = 0) -> str:
-    prompt_file = work_path("teacher_gen", f"prompt{worker}.txt")
-    with open(prompt_file, "w", encoding="utf-8") as f:
+def generate(specdec: str, target: str, prompt: str, n_new: int) -> str:
+    # A prompt file of its own per call: workers run concurrently.
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt",
+                                     dir=os.path.dirname(work_path("teacher_gen", "x"))) as f:
         f.write(prompt)
-    cmd = [specdec, "generate", "-m", target, "-f", prompt_file, "-n", str(n_new), "--temp", "0",
-           "--spec", "none", "--no-display-prompt", "-t", "1"]
-    return subprocess.run(cmd, check=True, capture_output=True, encoding="utf-8",
-                          errors="replace").stdout
+        f.flush()
+        cmd = [specdec, "generate", "-m", target, "-f", f.name, "-n", str(n_new), "--temp", "0",
+               "--spec", "none", "--no-display-prompt", "-t", "1"]
+        return subprocess.run(cmd, check=True, capture_output=True, encoding="utf-8",
+                              errors="replace").stdout
 
 
 def encode(texts_path: str, out_path: str, order: list) -> None:
@@ -101,8 +104,7 @@ def main() -> None:
 
         def run(item, out):
             key, prompt, n_new = item
-            worker = threading.get_ident() % 1000003  # a prompt file per thread
-            output = generate(args.specdec, args.target, prompt, n_new, worker)
+            output = generate(args.specdec, args.target, prompt, n_new)
             with lock:
                 out.write(json.dumps({"key": key, "prompt": prompt, "output": output}) + "\n")
                 out.flush()

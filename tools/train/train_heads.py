@@ -112,29 +112,19 @@ def init_heads_from_gguf(kind: str, heads, path: str) -> None:
         raise SystemExit(f"error: --init {path}: tensors do not fit the {kind} heads "
                          f"{heads_config(kind, heads)}")
     params = dict(heads.named_parameters())
-    names = {}  # gguf name -> parameter name
-    for pname in params:
-        for gname in gguf_tensors_of_param(kind, heads, pname):
-            names[gname] = pname
+    # gguf name -> parameter name: mark parameter i with the value i + 1 and see where the
+    # exporter puts it (its table stays the only name mapping; works on any device).
+    pnames = list(params)
     with torch.no_grad():
+        for i, param in enumerate(params.values()):
+            param.fill_(i + 1)
+        names = {g: pnames[int(a.flat[0]) - 1] for g, a in gguf_tensors(kind, heads).items()}
+        if sorted(names.values()) != sorted(pnames):
+            raise SystemExit(f"error: --init {path}: the exporter's tensors do not map one to one "
+                             f"onto the {kind} parameters")
         for gname, pname in names.items():
             params[pname].copy_(torch.from_numpy(np.array(tensors[gname])))
     print(f"initialised from {path} ({len(names)} tensors)", flush=True)
-
-
-def gguf_tensors_of_param(kind: str, heads, pname: str) -> dict:
-    """{gguf name: array} of the one GGUF tensor the exporter writes from parameter `pname`
-    (found by marking the parameter, so the exporter's table is the only name mapping)."""
-    from export_heads import gguf_tensors
-    param = dict(heads.named_parameters())[pname]
-    with torch.no_grad():
-        saved = param.clone()
-        param.fill_(1234.5)
-        marked = {n: a for n, a in gguf_tensors(kind, heads).items() if (a == 1234.5).all()}
-        param.copy_(saved)
-    if len(marked) != 1:
-        raise SystemExit(f"error: parameter {pname} maps to {sorted(marked)} GGUF tensors")
-    return marked
 
 
 class CachedBatches:
