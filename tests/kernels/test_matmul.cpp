@@ -173,6 +173,30 @@ TEST_P(MatmulTypes, ThreadCountDoesNotChangeBits) {
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulTypes, ::testing::ValuesIn(kAllTypes),
                          [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
+// The in-place tiles of Q8_0, Q4_K and Q6_K compute the same formulas on AVX2 (8 rows per
+// tile) and AVX-512 (16 rows per tile): the two paths give the same bits, so a model's output
+// does not depend on which of the two a machine dispatches to. Needs an AVX-512 machine.
+TEST(Matmul, TiledTypesGiveTheSameBitsOnAvx2AndAvx512) {
+  bool has_avx512 = false;
+  for (Isa isa : supported_isas()) has_avx512 |= isa == Isa::Avx512;
+  if (!has_avx512) GTEST_SKIP() << "this CPU has no AVX-512 (VNNI): nothing to compare the AVX2 tiles with";
+  Rng rng(testing::test_seed("matmul tiles avx2 vs avx512"));
+  IsaGuard guard;
+  for (DType type : {DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    const int64_t n_in = 768, n_out = 45;  // n_out: 2 full AVX-512 tiles and a partial one
+    const Problem p = make_problem(type, n_out, n_in, rng);
+    for (int M : {1, 3, 8, 17}) {
+      const std::vector<float> x = random_activations(M, n_in, rng);
+      std::vector<float> y2(static_cast<size_t>(M * n_out)), y512(static_cast<size_t>(M * n_out));  // (M, n_out)
+      set_active_isa(Isa::Avx2);
+      matmul(p.w, x.data(), M, y2.data(), nullptr);
+      set_active_isa(Isa::Avx512);
+      matmul(p.w, x.data(), M, y512.data(), nullptr);
+      ASSERT_EQ(0, std::memcmp(y2.data(), y512.data(), y2.size() * sizeof(float))) << dtype_name(type) << " M=" << M;
+    }
+  }
+}
+
 TEST(Matmul, RejectsBadArguments) {
   std::vector<uint8_t> data(34 * 4);
   float x[64] = {}, y[4] = {};

@@ -1,0 +1,315 @@
+// AVX2 matmul kernels that read quantized weight blocks in place (no unpacked copy), for Q8_0,
+// Q4_K and Q6_K: the AVX2 counterpart of matmul_tiles_avx512.cpp. Compiled with the AVX2
+// flags; reached only through matmul_range_avx2. Only raw pointers cross this file's boundary.
+//
+// Layout: a tile is 8 weight rows, one per 32-bit vector lane. For each block of 32 weight
+// values the 8 rows' bytes are transposed in registers into 8 vectors v[k] whose lane L holds
+// values 4k..4k+3 of row L (4x4 dword transposes inside 128-bit lanes, shared by all M
+// activation rows). Each activation row then needs, per block, 8 maddubs with its 4 values
+// broadcast: lane L accumulates exactly the integer dot product of row L's block, and one
+// float step per block scales it. Compared with the unpacking path (matmul_avx2.cpp) this
+// drops the per-row copy of every weight row and does one float step per block instead of
+// one per 4 values, which is what makes extra activation rows cheap.
+//
+// maddubs multiplies unsigned by signed bytes and saturates pairs to int16, so:
+//   Q8_0: |q| times sign(a, q) (pairs <= 2 * 128 * 127, exact), then madd to int32 per k;
+//   Q4_K: nibbles 0..15, pairs <= 2 * 15 * 127; all 8 k summed in int16 (<= 30480), one madd;
+//   Q6_K: q + 32 in 0..63, pairs <= 2 * 63 * 127; two k summed in int16 (<= 32004) per madd.
+//
+// Per (activation row r, weight row o) operation order, the same for every M, tile position
+// and thread count (lanes are independent; activation rows are processed one at a time with
+// the same instruction sequence):
+//   acc = 0; for each block b of 32 values in order:
+//     Q8_0: S = sum(q * a_b);  acc = fma(float(S) * da_b, d_b, acc)
+//     Q4_K: S = sum(q * a_b);  f = fma(-dmin * m_b, float(sum a_b), float(S) * (d * sc_b));
+//           acc = fma(f, da_b, acc)
+//     Q6_K: S0, S1 = sum((q - 32) * a) over the two groups of 16;
+//           f = fma(float(S0), d * sc_2b, float(S1) * (d * sc_2b+1)); acc = fma(f, da_b, acc)
+//   y = acc.
+// These are the AVX-512 tiles' formulas, so both paths agree to the last bit for these types.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/matmul_internal.h"
+#include "kernels/quant_blocks.h"
+
+namespace specdec::matmul_detail {
+
+namespace {
+
+constexpr int kLanes = 8;  // weight rows per tile
+
+inline int min_int(int a, int b) { return a < b ? a : b; }
+
+// Weight rows of one tile: row L at base + offset[L] (rows past the end repeat the last one).
+struct Tile {
+  const uint8_t* rows[kLanes];
+  __m256i offset;  // (8) int32 byte offsets of the rows from rows[0], for gathers
+  // The next tile's bytes (the 8 rows after this one, contiguous) are prefetched in order,
+  // spread over this tile's block iterations: a tile reads 8 interleaved streams, which the
+  // hardware prefetchers follow poorly. Prefetches past the matrix are harmless.
+  const uint8_t* next = nullptr;
+  int64_t step_bytes = 0;  // bytes of the next tile prefetched per block iteration
+};
+
+inline void prefetch_next(const Tile& t, int64_t step) {
+  const char* p = reinterpret_cast<const char*>(t.next + step * t.step_bytes);
+  for (int64_t i = 0; i < t.step_bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
+}
+
+Tile make_tile(const WeightMatrix& w, int64_t o0, int n_valid, int64_t n_steps) {
+  Tile t;
+  const int64_t row_bytes = static_cast<int64_t>(w.row_bytes);
+  t.next = static_cast<const uint8_t*>(w.data) + (o0 + kLanes) * row_bytes;
+  const int64_t lines = (kLanes * row_bytes + 63) / 64;
+  t.step_bytes = 64 * ((lines + n_steps - 1) / n_steps);
+  const uint8_t* base = static_cast<const uint8_t*>(w.data) + o0 * row_bytes;
+  alignas(32) int32_t off[kLanes];
+  #pragma GCC unroll 8
+  for (int L = 0; L < kLanes; ++L) {
+    const int64_t o = min_int(L, n_valid - 1);
+    t.rows[L] = base + o * row_bytes;
+    off[L] = static_cast<int32_t>(o * row_bytes);  // < 8 rows: fits (rows are far below 256 MiB)
+  }
+  t.offset = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
+  return t;
+}
+
+// The 16 bytes at offset `off` of every row, transposed: y[k] lane L = bytes 4k..4k+3 of row L.
+inline void load_transposed16(const Tile& t, int64_t off, __m256i* y) {
+  __m256i x[4];
+  #pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g)
+    x[g] = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[g] + off))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[4 + g] + off)), 1);
+  const __m256i t0 = _mm256_unpacklo_epi32(x[0], x[1]), t1 = _mm256_unpackhi_epi32(x[0], x[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(x[2], x[3]), t3 = _mm256_unpackhi_epi32(x[2], x[3]);
+  y[0] = _mm256_unpacklo_epi64(t0, t2);
+  y[1] = _mm256_unpackhi_epi64(t0, t2);
+  y[2] = _mm256_unpacklo_epi64(t1, t3);
+  y[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+// 8 binary16 values, one per lane, from the low (shift 0) or high (shift 16) half of each dword.
+inline __m256 half_lanes(__m256i h, int shift) {
+  h = shift == 0 ? _mm256_and_si256(h, _mm256_set1_epi32(0xFFFF)) : _mm256_srli_epi32(h, 16);
+  // 128-bit lane l: halves of lanes 4l..4l+3 twice -> qwords 0 and 2 hold lanes 0..7 in order
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+}
+
+// The binary16 value in the low (shift 0) or high (shift 16) half of the dword at rows[L] + off.
+inline __m256 gather_half(const Tile& t, int64_t off, int shift) {
+  return half_lanes(_mm256_i32gather_epi32(reinterpret_cast<const int*>(t.rows[0] + off), t.offset, 1), shift);
+}
+
+// The 4 activation bytes at a, in every lane.
+inline __m256i bcast4(const int8_t* a) {
+  int32_t v;
+  std::memcpy(&v, a, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Activation rows [r0, r0 + R) of the job, with row pointers into the quantized activations.
+struct RowBlock {
+  const QuantizedActs* acts;
+  int r0, R;
+  int64_t n_blocks32() const { return acts->n_pad / 32; }
+  const int8_t* values(int r) const { return acts->values + (r0 + r) * acts->n_pad; }        // (n_pad)
+  float da(int r, int64_t b) const { return acts->lane_scale[(r0 + r) * (acts->n_pad / 4) + 8 * b]; }
+  int32_t neg32_sum16(int r, int64_t g) const { return acts->neg32_sums16[(r0 + r) * acts->n_groups_pad + g]; }
+  float sum32(int r, int64_t b) const { return acts->sums32[(r0 + r) * n_blocks32() + b]; }
+};
+
+void store_outputs(const __m256* acc, const RowBlock& rb, float* y, int64_t n_out, int64_t o0, int n_valid) {
+  for (int r = 0; r < rb.R; ++r) {
+    float* dst = y + (rb.r0 + r) * n_out + o0;
+    if (n_valid == kLanes) {
+      _mm256_storeu_ps(dst, acc[r]);
+    } else {
+      alignas(32) float lanes[kLanes];
+      _mm256_store_ps(lanes, acc[r]);
+      std::memcpy(dst, lanes, static_cast<size_t>(n_valid) * sizeof(float));
+    }
+  }
+}
+
+// ---- Q8_0: blocks of 34 bytes (binary16 d, 32 int8 q)
+void q8_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t off = b * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
+    prefetch_next(t, b);
+    __m256i v[8], v_abs[8];
+    load_transposed16(t, off + 2, v);
+    load_transposed16(t, off + 18, v + 4);
+    #pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) v_abs[k] = _mm256_sign_epi8(v[k], v[k]);  // |q| as u8 (-128 -> 128)
+    const __m256 d = gather_half(t, off, 0);
+    for (int r = 0; r < rb.R; ++r) {
+      const int8_t* a = rb.values(r) + 32 * b;
+      __m256i s[2];  // two chains (even and odd k) for latency; integer sums are exact
+      #pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(v_abs[k], _mm256_sign_epi8(bcast4(a + 4 * k), v[k])), ones);
+        s[k % 2] = k < 2 ? p : _mm256_add_epi32(s[k % 2], p);
+      }
+      const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s[0], s[1])), _mm256_set1_ps(rb.da(r, b)));
+      acc[r] = _mm256_fmadd_ps(f, d, acc[r]);
+    }
+  }
+}
+
+// Integer dot products of 32 activation values at a with 8 vectors of unsigned values < 16
+// (Q4_K nibbles): the 8 maddubs are summed in int16 (<= 8 * 3810), then widened once.
+inline __m256i nibble_block_dot(const __m256i* v, const int8_t* a) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s0 = _mm256_maddubs_epi16(v[0], bcast4(a));
+  __m256i s1 = _mm256_maddubs_epi16(v[1], bcast4(a + 4));
+  #pragma GCC unroll 8
+  for (int k = 2; k < 8; k += 2) {
+    s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(v[k], bcast4(a + 4 * k)));
+    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(v[k + 1], bcast4(a + 4 * k + 4)));
+  }
+  return _mm256_madd_epi16(_mm256_add_epi16(s0, s1), ones);
+}
+
+// ---- Q4_K: super-blocks of 144 bytes: d, dmin (binary16), 12 bytes of packed 6-bit scales and
+// mins for 8 sub-blocks of 32, 128 bytes of nibbles (per 64 values: 32 low nibbles, then the
+// 32 high nibbles of the same bytes).
+void q4_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i byte_mask = _mm256_set1_epi32(0xFF);
+  for (int64_t s = 0; s < n_super; ++s) {
+    const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ4_K));
+    prefetch_next(t, s);
+    __m256i h[4];  // h[0]: d | dmin << 16; h[1..3]: packed scale bytes 0-3, 4-7, 8-11
+    load_transposed16(t, sb, h);
+    const __m256 d = half_lanes(h[0], 0);
+    const __m256 neg_dmin = _mm256_sub_ps(_mm256_setzero_ps(), half_lanes(h[0], 16));
+    const __m256i m6 = _mm256_set1_epi8(0x3F), m4 = _mm256_set1_epi8(0x0F), m45 = _mm256_set1_epi8(0x30);
+    // bytes j of sc_lo/m_lo: sub-block j < 4; of sc_hi/m_hi: sub-block 4 + j
+    const __m256i sc_lo = _mm256_and_si256(h[1], m6), m_lo = _mm256_and_si256(h[2], m6);
+    const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(h[3], m4), _mm256_and_si256(_mm256_srli_epi32(h[1], 2), m45));
+    const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h[3], 4), m4),
+                                         _mm256_and_si256(_mm256_srli_epi32(h[2], 2), m45));
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {  // 64 values: sub-blocks 2j (low nibbles) and 2j + 1 (high)
+      __m256i raw[8];
+      load_transposed16(t, sb + 16 + 32 * j, raw);
+      load_transposed16(t, sb + 32 + 32 * j, raw + 4);
+      #pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        const int sub = 2 * j + half;
+        const __m256i scb = sub < 4 ? sc_lo : sc_hi, mb = sub < 4 ? m_lo : m_hi;
+        const int shift = 8 * (sub % 4);
+        const __m256 ws = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(scb, shift), byte_mask)));
+        const __m256 wm = _mm256_mul_ps(neg_dmin, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mb, shift), byte_mask)));
+        __m256i v[8];
+        #pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k)
+          v[k] = half == 0 ? _mm256_and_si256(raw[k], low4) : _mm256_and_si256(_mm256_srli_epi16(raw[k], 4), low4);
+        const int64_t b = 8 * s + sub;
+        for (int r = 0; r < rb.R; ++r) {
+          const __m256i sdot = nibble_block_dot(v, rb.values(r) + 32 * b);
+          const __m256 f = _mm256_fmadd_ps(wm, _mm256_set1_ps(rb.sum32(r, b)), _mm256_mul_ps(_mm256_cvtepi32_ps(sdot), ws));
+          acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(rb.da(r, b)), acc[r]);
+        }
+      }
+    }
+  }
+}
+
+// Integer dot product of 16 activation values at a with 4 vectors of unsigned values < 64
+// (Q6_K q + 32), starting from init: pairs of maddubs summed in int16 (<= 2 * 16002).
+inline __m256i six_bit_group_dot(const __m256i* v, const int8_t* a, __m256i init) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], bcast4(a)), _mm256_maddubs_epi16(v[1], bcast4(a + 4)));
+  const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], bcast4(a + 8)), _mm256_maddubs_epi16(v[3], bcast4(a + 12)));
+  return _mm256_add_epi32(init, _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones)));
+}
+
+// ---- Q6_K: super-blocks of 210 bytes: ql[128] (low 4 bits), qh[64] (high 2 bits), 16 int8
+// scales (one per 16 values), binary16 d. Per 128 values n: value l (l < 32) is ql[64n + l] low
+// nibble | (qh[32n + l] bits 0-1) << 4; l + 32: ql[64n + 32 + l] low | qh bits 2-3; l + 64:
+// ql[64n + l] high | qh bits 4-5; l + 96: ql[64n + 32 + l] high | qh bits 6-7; minus 32.
+void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+  for (int64_t s = 0; s < n_super; ++s) {
+    const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ6_K));
+    prefetch_next(t, s);
+    const __m256 d = gather_half(t, sb + 206, 16);  // d is the last 2 bytes of the block
+    __m256i sc[4];  // sc[q] lane L: scales 4q..4q+3 of row L
+    load_transposed16(t, sb + 192, sc);
+    #pragma GCC unroll 2
+    for (int n = 0; n < 2; ++n) {
+      __m256i ql_a[8], ql_c[8], qh[8];
+      load_transposed16(t, sb + 64 * n, ql_a);
+      load_transposed16(t, sb + 64 * n + 16, ql_a + 4);
+      load_transposed16(t, sb + 64 * n + 32, ql_c);
+      load_transposed16(t, sb + 64 * n + 48, ql_c + 4);
+      load_transposed16(t, sb + 128 + 32 * n, qh);
+      load_transposed16(t, sb + 144 + 32 * n, qh + 4);
+      #pragma GCC unroll 4
+      for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
+        __m256i v[8];
+        #pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m256i lo = part % 2 == 0 ? ql_a[k] : ql_c[k];
+          const __m256i nib = part < 2 ? _mm256_and_si256(lo, low4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), low4);
+          __m256i hi;
+          switch (part) {
+            case 0: hi = _mm256_slli_epi16(qh[k], 4); break;
+            case 1: hi = _mm256_slli_epi16(qh[k], 2); break;
+            case 2: hi = qh[k]; break;
+            default: hi = _mm256_srli_epi16(qh[k], 2); break;
+          }
+          v[k] = _mm256_or_si256(nib, _mm256_and_si256(hi, bits45));
+        }
+        const int g0 = 8 * n + 2 * part;  // group index within the super-block
+        // int8 scale of group g: byte g % 4 of sc[g / 4], sign-extended
+        const __m256 ws0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32(
+            _mm256_slli_epi32(sc[g0 / 4], 24 - 8 * (g0 % 4)), 24)));
+        const __m256 ws1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32(
+            _mm256_slli_epi32(sc[(g0 + 1) / 4], 24 - 8 * ((g0 + 1) % 4)), 24)));
+        const int64_t b = 8 * s + 4 * n + part;
+        for (int r = 0; r < rb.R; ++r) {
+          const int8_t* a = rb.values(r) + 32 * b;
+          const __m256i s0 = six_bit_group_dot(v, a, _mm256_set1_epi32(rb.neg32_sum16(r, 2 * b)));
+          const __m256i s1 = six_bit_group_dot(v + 4, a + 16, _mm256_set1_epi32(rb.neg32_sum16(r, 2 * b + 1)));
+          const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), ws0, _mm256_mul_ps(_mm256_cvtepi32_ps(s1), ws1));
+          acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(rb.da(r, b)), acc[r]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool matmul_range_tiled_avx2(const RangeJob& job) {
+  const WeightMatrix& w = *job.w;
+  const DType type = w.type;
+  if (type != DType::Q8_0 && type != DType::Q4_K && type != DType::Q6_K) return false;
+  __m256 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 8 outputs
+  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
+    const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
+    const int64_t n_steps = type == DType::Q8_0 ? w.n_in / 32 : w.n_in / 256;  // block iterations
+    const Tile t = make_tile(w, o0, n_valid, n_steps);
+    for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
+      const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
+      for (int r = 0; r < rb.R; ++r) acc[r] = _mm256_setzero_ps();
+      switch (type) {
+        case DType::Q8_0: q8_0_tile(t, w.n_in / 32, rb, acc); break;
+        case DType::Q4_K: q4_k_tile(t, w.n_in / 256, rb, acc); break;
+        default: q6_k_tile(t, w.n_in / 256, rb, acc); break;
+      }
+      store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
+    }
+  }
+  return true;
+}
+
+}  // namespace specdec::matmul_detail
