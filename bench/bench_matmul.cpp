@@ -1,5 +1,6 @@
-// specdec_microbench: matmul throughput for the 1B shape's matrices per weight type and M, the
-// verify cost curve c(M) = time(M) / time(1), and the machine's read bandwidth.
+// specdec_microbench: matmul throughput for the 1B shape's matrices per weight type and M,
+// attention of M chained rows over a 512- and a 4096-key cache (1B shape), the verify cost
+// curve c(M) = time(M) / time(1) of each, and the machine's read bandwidth.
 //
 //   specdec_microbench [--threads=N] [--benchmark_filter=REGEX] [--benchmark_min_time=0.2s]
 //   SPECDEC_ISA=avx2 specdec_microbench ...   (force a dispatch target)
@@ -119,6 +120,35 @@ void bm_matmul(benchmark::State& state, DType type, int64_t n_out, int64_t n_in,
   state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
 }
 
+// Attention of M chained rows (a verify chain: row r also sees rows 0..r-1 as extras) over a
+// cached prefix of n_prefix keys, 1B shape (32 heads, 8 kv heads, head_dim 64), f32 K/V.
+void bm_attention(benchmark::State& state, int n_prefix, int M) {
+  const AttentionShape shape{32, 8, 64};
+  const size_t kv_stride = static_cast<size_t>(shape.n_kv_heads) * shape.head_dim;
+  const size_t n_slots = static_cast<size_t>(n_prefix + M);
+  std::vector<float> k(n_slots * kv_stride), v(n_slots * kv_stride);  // (n_slots, kv_stride)
+  std::vector<float> q(static_cast<size_t>(M) * shape.n_heads * shape.head_dim), out(q.size());  // (M, n_heads * head_dim)
+  Rng rng(11);
+  for (auto* buf : {&k, &v, &q})
+    for (auto& x : *buf) x = static_cast<float>(rng.uniform()) * 2.0f - 1.0f;
+  std::vector<int> extra_begin(static_cast<size_t>(M) + 1), extra_slots;  // row r: slots n_prefix .. n_prefix + r
+  for (int r = 0; r < M; ++r) {
+    extra_begin[static_cast<size_t>(r)] = static_cast<int>(extra_slots.size());
+    for (int e = 0; e <= r; ++e) extra_slots.push_back(n_prefix + e);
+  }
+  extra_begin[static_cast<size_t>(M)] = static_cast<int>(extra_slots.size());
+  const AttentionRows rows{M, n_prefix, extra_begin.data(), extra_slots.data()};
+  for (auto _ : state) {
+    attention(shape, rows, q.data(), k.data(), v.data(), kv_stride, out.data(), &pool());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double kv_bytes = 2.0 * static_cast<double>(n_prefix) * static_cast<double>(kv_stride) * sizeof(float);
+  state.counters["GB"] = benchmark::Counter(kv_bytes * static_cast<double>(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
+}
+
 void bm_bandwidth(benchmark::State& state) {
   double gbs = 0.0;
   for (auto _ : state) gbs = measure_read_bandwidth_gbs(pool(), size_t{1} << 30, 5);
@@ -195,6 +225,12 @@ int main(int argc, char** argv) {
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
       }
+    }
+  }
+  for (int n_prefix : {512, 4096}) {
+    for (int M : {1, 5, 9, 17}) {
+      const std::string name = "attention/prefix:" + std::to_string(n_prefix) + "/M:" + std::to_string(M);
+      benchmark::RegisterBenchmark(name.c_str(), bm_attention, n_prefix, M)->Unit(benchmark::kMicrosecond)->UseRealTime();
     }
   }
   CurveReporter reporter;

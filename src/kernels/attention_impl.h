@@ -1,25 +1,36 @@
 // kernels/attention_impl.h — per-ISA inner loops of attention (internal to the kernels layer).
 //
-// Both functions treat each query independently with one fixed order per ISA, so a query's
-// result never depends on n_q (how many queries share the key row in this call).
+// Both functions treat each (query, key) pair independently with one fixed order per ISA, so
+// a query's result never depends on n_q (how many queries share the keys in this call) nor on
+// n_keys (how many keys one call covers): a block of keys only lets a query's loads, and its
+// running output, stay in registers across the block.
 #pragma once
 
 #include <cstddef>
 
 namespace specdec::attention_detail {
 
-// For one key row k (head_dim floats): scores[i * score_stride] = dot(q_i, k) * scale for
-// i < n_q, with q_i = q + i * head_dim (queries contiguous: (n_q, head_dim)).
-void scores_scalar(const float* q, int n_q, const float* k, int head_dim, float scale,
+// Keys per call of the inner loops (at most).
+constexpr int kKeyBlock = 4;
+
+// For key rows keys[j] (head_dim floats each), j < n_keys <= kKeyBlock:
+// scores[i * score_stride + j] = dot(q_i, keys[j]) * scale for i < n_q, with
+// q_i = q + i * head_dim (queries contiguous: (n_q, head_dim)).
+void scores_scalar(const float* q, int n_q, const float* const* keys, int n_keys, int head_dim, float scale,
                    float* scores, size_t score_stride);
-// For one value row v: out_i[d] += weights[i * weight_stride] * v[d] for i < n_q,
+// For value rows values[j], j < n_keys <= kKeyBlock, in order of j:
+// out_i[d] += weights[i * weight_stride + j] * values[j][d] for i < n_q,
 // out_i = out + i * head_dim ((n_q, head_dim)).
-void accumulate_scalar(const float* weights, size_t weight_stride, int n_q, const float* v,
+void accumulate_scalar(const float* weights, size_t weight_stride, int n_q, const float* const* values, int n_keys,
                        int head_dim, float* out);
 
-void scores_avx2(const float* q, int n_q, const float* k, int head_dim, float scale,
+void scores_avx2(const float* q, int n_q, const float* const* keys, int n_keys, int head_dim, float scale,
                  float* scores, size_t score_stride);
-void accumulate_avx2(const float* weights, size_t weight_stride, int n_q, const float* v,
+void accumulate_avx2(const float* weights, size_t weight_stride, int n_q, const float* const* values, int n_keys,
                      int head_dim, float* out);
+
+// Softmax of n values in place (specdec::softmax's contract), vectorised: a polynomial exp,
+// so not the scalar path's bits, but one fixed order for a given n.
+void softmax_avx2(float* x, int n);
 
 }  // namespace specdec::attention_detail

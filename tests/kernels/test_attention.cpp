@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/testing.h"
+#include "kernels/attention_impl.h"
 #include "specdec/cpu.h"
 #include "specdec/kernels.h"
 #include "specdec/rng.h"
@@ -176,6 +177,41 @@ TEST(Attention, RowResultIndependentOfBatchThreadsAndSlotLayout) {
       EXPECT_EQ(run(big, &pool), run(big, nullptr)) << isa_name(isa) << " M = " << m << ": 2 threads differ";
     }
     set_active_isa(previous);
+  }
+}
+
+// The AVX2 softmax (a polynomial exp, sums in double) against float64, per value relative to
+// the value (so also for the tiny ones), on long rows of scores
+// spread over a wide range (many exp values far below 1, some flushed to 0), every length
+// 1..40 (tails) and a 5000-key row; a NaN anywhere makes every output NaN, as in the scalar
+// softmax.
+TEST(Attention, Avx2SoftmaxMatchesFloat64) {
+  bool has_avx2 = false;
+  for (Isa isa : supported_isas()) has_avx2 |= isa == Isa::Avx2;
+  if (!has_avx2) GTEST_SKIP() << "this CPU has no AVX2";
+  Rng rng(testing::test_seed("attention softmax avx2"));
+  std::vector<int> lengths;
+  for (int n = 1; n <= 40; ++n) lengths.push_back(n);
+  lengths.push_back(5000);
+  for (int n : lengths) {
+    const float spread = n % 3 == 0 ? 100.0f : 12.0f;  // 100: some scores 90+ below the max
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = spread * uniform(rng);
+    std::vector<float> y = x;
+    attention_detail::softmax_avx2(y.data(), n);
+    double max_x = x[0], sum = 0.0;
+    for (float v : x) max_x = std::max(max_x, static_cast<double>(v));
+    for (float v : x) sum += std::exp(static_cast<double>(v) - max_x);
+    for (int i = 0; i < n; ++i) {
+      const double want = std::exp(static_cast<double>(x[i]) - max_x) / sum;
+      // relative 1e-6 for the exp and the sum, plus the float rounding of x - max (half an ulp
+      // of |x - max| in the argument is that much relative error in the exp)
+      const double bound = want * (1e-6 + 6e-8 * std::abs(static_cast<double>(x[i]) - max_x)) + 1e-37;
+      ASSERT_NEAR(y[i], want, bound) << "n " << n << " i " << i << " x " << x[i] << " max " << max_x;
+    }
+    x[rng.below(static_cast<uint64_t>(n))] = std::nanf("");
+    attention_detail::softmax_avx2(x.data(), n);
+    for (int i = 0; i < n; ++i) ASSERT_TRUE(std::isnan(x[i])) << "n " << n << " i " << i << ": NaN not propagated";
   }
 }
 
