@@ -1,5 +1,5 @@
 // AVX2 matmul kernels that read quantized weight blocks in place (no unpacked copy), for Q8_0,
-// Q4_K and Q6_K: the AVX2 counterpart of matmul_tiles_avx512.cpp. Compiled with the AVX2
+// Q4_0, Q4_K, Q5_K and Q6_K: the AVX2 counterpart of matmul_tiles_avx512.cpp. Compiled with the AVX2
 // flags; reached only through matmul_range_avx2. Only raw pointers cross this file's boundary.
 //
 // Layout: a tile is 8 weight rows, one per 32-bit vector lane. For each block of 32 weight
@@ -13,7 +13,8 @@
 //
 // maddubs multiplies unsigned by signed bytes and saturates pairs to int16, so:
 //   Q8_0: |q| times sign(a, q) (pairs <= 2 * 128 * 127, exact), then madd to int32 per k;
-//   Q4_K: nibbles 0..15, pairs <= 2 * 15 * 127; all 8 k summed in int16 (<= 30480), one madd;
+//   Q4_0, Q4_K: nibbles 0..15, pairs <= 2 * 15 * 127; all 8 k summed in int16 (<= 30480), one madd;
+//   Q5_K: 0..31, pairs <= 2 * 31 * 127; 4 k summed in int16 (<= 31496) per madd;
 //   Q6_K: q + 32 in 0..63, pairs <= 2 * 63 * 127; two k summed in int16 (<= 32004) per madd.
 //
 // Per (activation row r, weight row o) operation order, the same for every M, tile position
@@ -21,15 +22,18 @@
 // the same instruction sequence):
 //   acc = 0; for each block b of 32 values in order:
 //     Q8_0: S = sum(q * a_b);  acc = fma(float(S) * da_b, d_b, acc)
-//     Q4_K: S = sum(q * a_b);  f = fma(-dmin * m_b, float(sum a_b), float(S) * (d * sc_b));
+//     Q4_0: S = sum((q - 8) * a_b);  the same step
+//     Q4_K, Q5_K: S = sum(q * a_b);  f = fma(-dmin * m_b, float(sum a_b), float(S) * (d * sc_b));
 //           acc = fma(f, da_b, acc)
 //     Q6_K: S0, S1 = sum((q - 32) * a) over the two groups of 16;
 //           f = fma(float(S0), d * sc_2b, float(S1) * (d * sc_2b+1)); acc = fma(f, da_b, acc)
 //   y = acc.
-// These are the AVX-512 tiles' formulas, so both paths agree to the last bit for these types.
+// These are the AVX-512 tiles' formulas, so both paths agree to the last bit for Q8_0, Q4_K and
+// Q6_K (the AVX-512 path has no Q4_0 or Q5_K tile: it unpacks them).
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/matmul_internal.h"
 #include "kernels/quant_blocks.h"
@@ -119,6 +123,7 @@ struct RowBlock {
   int64_t n_blocks32() const { return acts->n_pad / 32; }
   const int8_t* values(int r) const { return acts->values + (r0 + r) * acts->n_pad; }        // (n_pad)
   float da(int r, int64_t b) const { return acts->lane_scale[(r0 + r) * (acts->n_pad / 4) + 8 * b]; }
+  int32_t neg128_sum32(int r, int64_t b) const { return acts->neg128_sums32[(r0 + r) * n_blocks32() + b]; }
   int32_t neg32_sum16(int r, int64_t g) const { return acts->neg32_sums16[(r0 + r) * acts->n_groups_pad + g]; }
   float sum32(int r, int64_t b) const { return acts->sums32[(r0 + r) * n_blocks32() + b]; }
 };
@@ -176,14 +181,60 @@ inline __m256i nibble_block_dot(const __m256i* v, const int8_t* a) {
   return _mm256_madd_epi16(_mm256_add_epi16(s0, s1), ones);
 }
 
+// ---- Q4_0: blocks of 18 bytes (binary16 d, 16 bytes: values 0..15 in the low nibbles, 16..31
+// in the high nibbles), w = d * (q - 8). S = sum(q * a_b) - 8 * sum(a_b), exact (the sum of a_b
+// from neg128_sums32 / 16); then the Q8_0 step.
+void q4_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t off = b * static_cast<int64_t>(sizeof(quant::BlockQ4_0));
+    prefetch_next(t, b);
+    __m256i raw[4], v[8];
+    load_transposed16(t, off + 2, raw);
+    #pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_and_si256(raw[k], low4);
+      v[4 + k] = _mm256_and_si256(_mm256_srli_epi16(raw[k], 4), low4);
+    }
+    const __m256 d = gather_half(t, off, 0);
+    for (int r = 0; r < rb.R; ++r) {
+      const __m256i s = _mm256_add_epi32(nibble_block_dot(v, rb.values(r) + 32 * b),
+                                         _mm256_set1_epi32(rb.neg128_sum32(r, b) / 16));
+      const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(rb.da(r, b)));
+      acc[r] = _mm256_fmadd_ps(f, d, acc[r]);
+    }
+  }
+}
+
+// Integer dot products of 32 activation values at a with 8 vectors of unsigned values < 32
+// (Q5_K): groups of 4 maddubs summed in int16 (<= 4 * 7874), widened twice.
+inline __m256i five_bit_block_dot(const __m256i* v, const int8_t* a) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s[2];
+  #pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m256i p[4];
+    #pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) p[k] = _mm256_maddubs_epi16(v[4 * h + k], bcast4(a + 16 * h + 4 * k));
+    s[h] = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
+  }
+  return _mm256_add_epi32(_mm256_madd_epi16(s[0], ones), _mm256_madd_epi16(s[1], ones));
+}
+
 // ---- Q4_K: super-blocks of 144 bytes: d, dmin (binary16), 12 bytes of packed 6-bit scales and
 // mins for 8 sub-blocks of 32, 128 bytes of nibbles (per 64 values: 32 low nibbles, then the
 // 32 high nibbles of the same bytes).
-void q4_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
+// ---- Q5_K (kFiveBit): 176 bytes: the same d, dmin and scales, then qh[32] (bit 2j of qh[l]: the
+// fifth bit of value l of sub-block 2j, bit 2j + 1: of sub-block 2j + 1), then the 128 bytes of
+// nibbles. The same formulas with q < 32.
+template <bool kFiveBit>
+void q45_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
+  using Block = std::conditional_t<kFiveBit, quant::BlockQ5_K, quant::BlockQ4_K>;
+  constexpr int64_t kQsOffset = kFiveBit ? 48 : 16;  // offsetof(Block, qs)
+  const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   const __m256i byte_mask = _mm256_set1_epi32(0xFF);
   for (int64_t s = 0; s < n_super; ++s) {
-    const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ4_K));
+    const int64_t sb = s * static_cast<int64_t>(sizeof(Block));
     prefetch_next(t, s);
     __m256i h[4];  // h[0]: d | dmin << 16; h[1..3]: packed scale bytes 0-3, 4-7, 8-11
     load_transposed16(t, sb, h);
@@ -195,11 +246,16 @@ void q4_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
     const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(h[3], m4), _mm256_and_si256(_mm256_srli_epi32(h[1], 2), m45));
     const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h[3], 4), m4),
                                          _mm256_and_si256(_mm256_srli_epi32(h[2], 2), m45));
+    __m256i qh[8];  // Q5_K: qh[k] lane L = qh bytes 4k..4k+3 of row L (values 4k..4k+3 of each sub-block)
+    if constexpr (kFiveBit) {
+      load_transposed16(t, sb + 16, qh);
+      load_transposed16(t, sb + 32, qh + 4);
+    }
     #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {  // 64 values: sub-blocks 2j (low nibbles) and 2j + 1 (high)
       __m256i raw[8];
-      load_transposed16(t, sb + 16 + 32 * j, raw);
-      load_transposed16(t, sb + 32 + 32 * j, raw + 4);
+      load_transposed16(t, sb + kQsOffset + 32 * j, raw);
+      load_transposed16(t, sb + kQsOffset + 16 + 32 * j, raw + 4);
       #pragma GCC unroll 2
       for (int half = 0; half < 2; ++half) {
         const int sub = 2 * j + half;
@@ -209,11 +265,15 @@ void q4_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
         const __m256 wm = _mm256_mul_ps(neg_dmin, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mb, shift), byte_mask)));
         __m256i v[8];
         #pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k)
+        for (int k = 0; k < 8; ++k) {
           v[k] = half == 0 ? _mm256_and_si256(raw[k], low4) : _mm256_and_si256(_mm256_srli_epi16(raw[k], 4), low4);
+          if constexpr (kFiveBit)  // bit `sub` of each qh byte -> bit 4 (shifts stay inside bytes after the mask)
+            v[k] = _mm256_or_si256(v[k], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh[k], sub), one), 4));
+        }
         const int64_t b = 8 * s + sub;
         for (int r = 0; r < rb.R; ++r) {
-          const __m256i sdot = nibble_block_dot(v, rb.values(r) + 32 * b);
+          const int8_t* a = rb.values(r) + 32 * b;
+          const __m256i sdot = kFiveBit ? five_bit_block_dot(v, a) : nibble_block_dot(v, a);
           const __m256 f = _mm256_fmadd_ps(wm, _mm256_set1_ps(rb.sum32(r, b)), _mm256_mul_ps(_mm256_cvtepi32_ps(sdot), ws));
           acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(rb.da(r, b)), acc[r]);
         }
@@ -292,18 +352,21 @@ void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
 bool matmul_range_tiled_avx2(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const DType type = w.type;
-  if (type != DType::Q8_0 && type != DType::Q4_K && type != DType::Q6_K) return false;
+  if (type != DType::Q8_0 && type != DType::Q4_0 && type != DType::Q4_K && type != DType::Q5_K && type != DType::Q6_K)
+    return false;
   __m256 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 8 outputs
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    const int64_t n_steps = type == DType::Q8_0 ? w.n_in / 32 : w.n_in / 256;  // block iterations
+    const int64_t n_steps = type == DType::Q8_0 || type == DType::Q4_0 ? w.n_in / 32 : w.n_in / 256;  // block iterations
     const Tile t = make_tile(w, o0, n_valid, n_steps);
     for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
       const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
       for (int r = 0; r < rb.R; ++r) acc[r] = _mm256_setzero_ps();
       switch (type) {
         case DType::Q8_0: q8_0_tile(t, w.n_in / 32, rb, acc); break;
-        case DType::Q4_K: q4_k_tile(t, w.n_in / 256, rb, acc); break;
+        case DType::Q4_0: q4_0_tile(t, w.n_in / 32, rb, acc); break;
+        case DType::Q4_K: q45_k_tile<false>(t, w.n_in / 256, rb, acc); break;
+        case DType::Q5_K: q45_k_tile<true>(t, w.n_in / 256, rb, acc); break;
         default: q6_k_tile(t, w.n_in / 256, rb, acc); break;
       }
       store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
