@@ -90,7 +90,7 @@ Vocab synthetic_vocab(int n_vocab) {
 }
 
 // Seed of one row of one tensor: independent of thread count and chunking.
-uint64_t row_seed(uint64_t seed, uint64_t tensor_index, int64_t row) {
+uint64_t weight_row_seed(uint64_t seed, uint64_t tensor_index, int64_t row) {
   return seed * 0x9E3779B97F4A7C15ull ^ (tensor_index << 40) ^ static_cast<uint64_t>(row);
 }
 
@@ -226,7 +226,7 @@ MakeModelStats make_model(const ModelShape& shape, const QuantPreset& preset, ui
         for (int64_t i = 0; i < n_per_row; ++i) out[i] = 1.0f;
         return;
       }
-      Rng rng(row_seed(seed, t, row));
+      Rng rng(weight_row_seed(seed, t, row));
       gaussian_row(rng, kWeightStd, out, n_per_row);
     };
     model_files::stream_tensor_rows(writer, tensors[t].type, n_per_row, n_rows, source, pool);

@@ -22,7 +22,7 @@ bool is_numeric(const GgufTensorInfo& t) {
 
 // Row `row` of tensor `tensor` draws its noise from its own stream, so rows can be produced in
 // any order and on any thread.
-uint64_t row_seed(uint64_t seed, size_t tensor, int64_t row) {
+uint64_t noise_row_seed(uint64_t seed, size_t tensor, int64_t row) {
   return seed ^ (0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(tensor) + 1)) ^
          (0xC2B2AE3D27D4EB4Full * (static_cast<uint64_t>(row) + 1));
 }
@@ -56,7 +56,7 @@ NoisyCopyStats make_noisy_copy(const std::string& in_path, const std::string& ou
         for (int64_t j = 0; j < n; ++j) sum_sq += static_cast<double>(x[j]) * x[j];
         const double rms = std::sqrt(sum_sq / static_cast<double>(n));
         const float amplitude = static_cast<float>(noise_scale * rms * std::sqrt(3.0));
-        Rng rng(row_seed(seed, i, row));
+        Rng rng(noise_row_seed(seed, i, row));
         for (int64_t j = 0; j < n; ++j) x[j] += amplitude * static_cast<float>(rng.uniform() * 2.0 - 1.0);
       };
       model_files::restream_tensor(writer, t, t.type, pool, add_noise);

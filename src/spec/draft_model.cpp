@@ -13,7 +13,7 @@ namespace specdec {
 
 namespace {
 
-constexpr int kChunk = 256;                            // rows per catch-up forward
+constexpr int kDraftCatchUpRows = 256;                            // rows per catch-up forward
 constexpr uint64_t kDraftStream = 0xD8AF7E5EED5EEDULL;  // draft Rng = seed ^ this
 
 float max_prob(const SparseDist& d) {
@@ -46,8 +46,8 @@ DraftModelDrafter::DraftModelDrafter(Transformer& draft_model, const DraftModelO
 
 void DraftModelDrafter::forward_chain(std::span<const Token> tokens, bool want_last, std::vector<float>* last_logits) {
   KvCache* caches[] = {&cache_};
-  for (size_t start = 0; start < tokens.size(); start += kChunk) {
-    const size_t end = std::min(tokens.size(), start + kChunk);
+  for (size_t start = 0; start < tokens.size(); start += kDraftCatchUpRows) {
+    const size_t end = std::min(tokens.size(), start + kDraftCatchUpRows);
     const int pos0 = cache_.size();
     batch_.clear();
     for (size_t i = start; i < end; ++i) {
@@ -106,7 +106,7 @@ Draft DraftModelDrafter::propose(std::span<const Token> context, int n_max, cons
     KvCache* caches[] = {&cache_};
     for (;;) {
       batch_.clear();
-      if (add_step_rows(batch_, 0, kChunk) == 0) break;
+      if (add_step_rows(batch_, 0, kDraftCatchUpRows) == 0) break;
       model_.forward(batch_, caches, logits_);
       ++forwards_;
       take_step_logits(logits_, step_wants_logits() ? 0 : -1);
@@ -154,7 +154,7 @@ int DraftModelDrafter::add_step_rows(Batch& batch, int32_t seq, int max_rows) {
   if (step_.done) return 0;
   SPECDEC_CHECK(max_rows >= 1, "draft step with no room for rows");
   const size_t left = step_.pending.size() - step_.pending_pos;
-  const int n = static_cast<int>(std::min({left, static_cast<size_t>(max_rows), static_cast<size_t>(kChunk)}));
+  const int n = static_cast<int>(std::min({left, static_cast<size_t>(max_rows), static_cast<size_t>(kDraftCatchUpRows)}));
   const int pos0 = cache_.size();
   const int base = batch.size();
   step_.want_logits = static_cast<size_t>(n) == left;

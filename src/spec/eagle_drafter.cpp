@@ -11,7 +11,7 @@ namespace specdec {
 
 namespace {
 
-constexpr int kChunk = 256;                             // rows per catch-up forward
+constexpr int kEagleCatchUpRows = 256;                             // rows per catch-up forward
 constexpr uint64_t kEagleStream = 0xEA61E5EED0F7EA75ULL;  // drafter Rng = seed ^ this
 
 }  // namespace
@@ -60,8 +60,8 @@ std::vector<float> EagleDrafter::sync(std::span<const Token> context) {
   const int n_keep = std::min({cache_.size(), std::max(0, static_cast<int>(n_shared) - 1), n - 2});
   cache_.truncate(n_keep);
   std::vector<float> out;  // (rows, n_embd) outputs of the last chunk
-  for (int start = n_keep; start <= n - 2; start += kChunk) {
-    const int end = std::min(n - 1, start + kChunk);  // entries [start, end)
+  for (int start = n_keep; start <= n - 2; start += kEagleCatchUpRows) {
+    const int end = std::min(n - 1, start + kEagleCatchUpRows);  // entries [start, end)
     batch_.clear();
     for (int t = start; t < end; ++t) batch_.add(context[static_cast<size_t>(t) + 1], t, t == start ? -1 : t - start - 1, 0, false);
     out.resize(static_cast<size_t>(end - start) * n_embd);
