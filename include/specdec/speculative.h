@@ -68,6 +68,9 @@ struct SpecStats {
   int64_t n_drafting_steps = 0;  // steps whose target forward verified at least one draft node
   int64_t n_tree_steps = 0;      // drafting steps whose draft was a tree (not a chain)
   int64_t n_shadow_drafts = 0;   // proposals checked against plain steps instead of verified
+  // Plain steps that carried one extra, discarded row to re-time a 2-row forward (adaptive mode,
+  // while the measured verify costs say drafting cannot pay; see SpeculativeDecoder::step).
+  int64_t n_cost_probes = 0;
   // (max depth + 1) [d]: drafting steps whose accepted path had depth d (tokens accepted).
   std::vector<int64_t> steps_by_accepted_depth;
   std::vector<int64_t> drafted_by_pos;   // (max position) [k-1]: steps whose draft reached depth k
@@ -125,6 +128,9 @@ class SpeculativeDecoder {
   void reset_stats();
   const KvCache& target_cache() const { return cache_; }
   const SpecConfig& config() const { return config_; }
+  // Feeds a target forward timing to the adaptive rule as if measured (tests use it to simulate
+  // a preempted verify forward).
+  void observe_verify_timing(int n_rows, double seconds);
 
  private:
   int choose_k(int n_max_new);
@@ -151,6 +157,8 @@ class SpeculativeDecoder {
   int shadow_wait_ = 0;           // plain steps to let pass before the next shadow
   int shadow_backoff_ = 1;        // spacing after shadows failing at their first token
   int steps_since_draft_ = 0;     // plain steps since the last verified draft
+  int steps_since_cost_probe_ = 0;  // steps since the last cost probe (an extra discarded row)
+  bool want_cost_probe_ = false;  // choose_k: this plain step should carry a cost probe row
   int drafter_seen_ = 0;          // committed tokens the drafter had seen at its last proposal
   Draft shadow_;                  // pending shadow draft (empty: none)
   std::vector<int32_t> shadow_path_;  // (depth matched so far) nodes of shadow_ matched by emitted tokens

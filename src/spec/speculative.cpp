@@ -19,6 +19,10 @@ constexpr int kShadowLength = 4;      // tokens per shadow draft (deeper positio
 constexpr double kShadowCheap = 0.1;  // shadow drafts when one costs at most this many 1-row forwards
 constexpr int kMaxShadowBackoff = 8;  // at most this many plain steps between failing shadows
 constexpr int kExploreInterval = 48;  // no shadows: a 1-token draft after this many plain steps
+// While the measured verify costs say no draft can pay, a plain step every this many steps carries
+// one extra row (discarded) to re-time a 2-row forward: one preempted verify otherwise fixed the
+// cost estimate for good (drafting stopped, so multi-row forwards were never timed again).
+constexpr int kCostProbeInterval = 64;
 
 }  // namespace
 
@@ -116,6 +120,7 @@ int SpeculativeDecoder::choose_k(int n_max_new) {
   // K + 1 emitted tokens must fit in the context and in n_max_new.
   const int k_cap = std::min(n_ctx() - n - 1, n_max_new - 1);
   want_shadow_ = false;
+  want_cost_probe_ = false;
   if (!drafter_ || k_cap <= 0) return 0;
   if (!config_.adaptive) return std::min(config_.draft_max, k_cap);
   if (config_.draft_max == 0) return 0;
@@ -165,7 +170,15 @@ int SpeculativeDecoder::choose_k(int n_max_new) {
       shadow_wait_ = std::max(spacing, shadow_backoff_) - 1;
     }
   }
+  if (k == 0 && steps_since_draft_ >= kCostProbeInterval && steps_since_cost_probe_ >= kCostProbeInterval &&
+      !controller_->drafting_can_pay(config_.draft_max)) {
+    want_cost_probe_ = true;
+  }
   return std::min(k, k_cap);
+}
+
+void SpeculativeDecoder::observe_verify_timing(int n_rows, double seconds) {
+  controller_->observe_verify(n_rows, seconds);
 }
 
 int SpeculativeDecoder::draft_units(int n_proposed) {
@@ -283,13 +296,19 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
     batch_.add(draft.tokens[static_cast<size_t>(i)], n - 1 + depth[static_cast<size_t>(i)],
                draft.parent[static_cast<size_t>(i)] + 1, 0, true, features);
   }
+  // Cost probe: the last token again one position on, a child of row 0. Row 0's logits are
+  // bit-identical with or without it (batch invariance); its cache slot is dropped in 4.
+  const bool cost_probe = k == 0 && want_cost_probe_;
+  if (cost_probe) batch_.add(tokens_.back(), n, 0, 0, true, false);
   KvCache* caches[] = {&cache_};
   const double t_forward = now_seconds();
   target_.forward(batch_, caches, logits_, features ? &features_out_ : nullptr);
   const double forward_seconds = now_seconds() - t_forward;
-  const int n_rows = batch_.size();
-  controller_->observe_verify(n_rows, forward_seconds);
-  if (n_rows == 1) steps_since_probe_ = 0;
+  controller_->observe_verify(batch_.size(), forward_seconds);
+  const int n_rows = batch_.size() - (cost_probe ? 1 : 0);  // rows of real tokens
+  steps_since_cost_probe_ = cost_probe ? 0 : steps_since_cost_probe_ + 1;
+  stats_.n_cost_probes += cost_probe ? 1 : 0;
+  if (batch_.size() == 1) steps_since_probe_ = 0;  // a 1-row forward was timed
   steps_since_draft_ = draft.empty() ? steps_since_draft_ + 1 : 0;
   ++stats_.n_target_passes;
   if (draft.size() > 0 && n_rows <= kMaxTimedRows) ++verify_rows_count_[static_cast<size_t>(n_rows)];

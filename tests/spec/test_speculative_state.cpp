@@ -403,6 +403,41 @@ TEST(SpeculativeAdaptive, ShadowDraftsObserveCheapDraftersOnly) {
   EXPECT_LE(spec.stats().n_shadow_drafts, DraftLengthController::kDraftWarmup);
 }
 
+// One preempted verify forward measured early (clipped to 3x the estimate) made every draft
+// look unprofitable; drafting then stopped, so multi-row forwards were never timed again and
+// the decoder stayed plain for good. Plain steps now carry a discarded extra row now and then
+// (cost probes) while drafting cannot pay, which re-times 2-row forwards: drafting resumes, and
+// the output stays that of plain decoding.
+TEST(SpeculativeAdaptive, RecoversFromAPreemptedVerifyTiming) {
+  const auto& trio = testing::tiny_trio();
+  auto target = testing::load_single_threaded(trio.target);
+  SpeculativeDecoder plain(*target, nullptr);
+  DraftModelDrafter self_drafter(*target);  // the target drafting for itself: all accepted
+  testing::ClockFreeDrafter drafter(self_drafter);
+  SpecConfig config;
+  config.draft_max = 4;
+  SpeculativeDecoder spec(*target, &drafter, config);
+  bool injected = false;
+  for (int round = 0; round < 8; ++round) {
+    const std::vector<Token> prompt{1, static_cast<Token>(60 + round), static_cast<Token>(90 + round)};
+    if (!injected) {
+      spec.begin(prompt, greedy_params());  // times two 1-row forwards
+      spec.observe_verify_timing(2, 1e3);   // a preempted 2-row forward: clipped to 3x
+      EXPECT_EQ(spec.stats().n_drafting_steps, 0);
+      injected = true;
+    }
+    const int n_new = 120;
+    EXPECT_EQ(generate(spec, prompt, greedy_params(), n_new), generate(plain, prompt, greedy_params(), n_new))
+        << "round " << round;
+  }
+  const SpecStats& s = spec.stats();
+  std::printf("[measure] after a preempted verify timing: %lld cost probes, %lld drafting steps of %lld\n",
+              static_cast<long long>(s.n_cost_probes), static_cast<long long>(s.n_drafting_steps),
+              static_cast<long long>(s.n_target_passes));
+  EXPECT_GT(s.n_cost_probes, 0) << "no plain step re-timed a multi-row forward";
+  EXPECT_GT(s.n_drafting_steps, s.n_target_passes / 10) << "drafting did not resume";
+}
+
 TEST(SpeculativeStats, ReportsPassesAcceptanceAndCosts) {
   // A fixed K: every step drafts, and the costs are still measured (the 1-row forward is timed
   // by the probe of the first begin()).
