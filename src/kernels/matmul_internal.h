@@ -78,8 +78,8 @@ bool unpack_row_scalar(DType type, const void* row, int64_t n_in, const Unpacked
 // Vectorised decoders for the common types (matmul_unpack_avx2.cpp, AVX2 instructions only, so
 // both the AVX2 and the AVX-512 paths use them): the same values as the scalar decoder, plus
 // coef16 = min16 - 128 * scale16 (zero padding); *has_min receives unpack_row_scalar's return
-// value. Return false (writing nothing) for a type they do not cover (Q2_K, Q3_K); the caller
-// then uses unpack_row_scalar. Cost: O(n_in), a few vector operations per 32 values.
+// value. Every quantized weight type is covered (Q2_K and Q3_K since 2026-11-25); a false
+// return (writing nothing) would make the caller use unpack_row_scalar. Cost: O(n_in), a few vector operations per 32 values.
 bool try_unpack_row_avx2(DType type, const void* row, int64_t n_in, const UnpackedRow& out, bool* has_min);
 
 // Everything one thread needs to compute outputs [o_begin, o_end) of all M rows.

@@ -4,8 +4,8 @@
 // layouts) with the same float operations, only vectorised. Used by the AVX2 path and by the
 // AVX-512 path for the types its in-place tiles do not cover (AVX-512 machines have AVX2; one
 // decoder per type keeps the two paths from drifting). Before they existed the AVX2 path spent
-// nearly all its time in the scalar decoder (7-25x slower than AVX-512). Types not covered
-// here (Q2_K, Q3_K) use the scalar decoder.
+// nearly all its time in the scalar decoder (7-25x slower than AVX-512); Q2_K and Q3_K matmuls
+// were 17-27x slower than Q4_K until they got decoders here too.
 #include <immintrin.h>
 
 #include <cstring>
@@ -161,6 +161,74 @@ void unpack_q6_k(const void* row, int64_t n_blocks, const UnpackedRow& out) {
   }
 }
 
+// Q2_K / Q3_K: per 128 values n, four 2-bit planes of the same 32 bytes qs[32n..32n+31]; plane s
+// (bits 2s, 2s+1) holds values 128n + 32s .. + 31 in byte order (groups 8n + 2s and 8n + 2s + 1).
+inline __m256i two_bit_plane(__m256i qs, int s) {
+  return _mm256_and_si256(_mm256_srli_epi16(qs, 2 * s), _mm256_set1_epi8(3));
+}
+
+// The 8 bytes at p (unsigned, or signed when kSigned) as 8 floats.
+template <bool kSigned>
+inline __m256 bytes8_to_float(const void* p) {
+  const __m128i v = _mm_loadl_epi64(static_cast<const __m128i*>(p));
+  return _mm256_cvtepi32_ps(kSigned ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v));
+}
+
+// Q2_K: 16 bytes of scales (low nibble: scale, high nibble: min of each group of 16), then the
+// planes; w = d * sc * q - dmin * m.
+void unpack_q2_k(const void* row, int64_t n_blocks, const UnpackedRow& out) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const BlockQ2_K& blk = static_cast<const BlockQ2_K*>(row)[b];
+    const __m256 d = _mm256_set1_ps(half_to_float(blk.d)), dmin = _mm256_set1_ps(half_to_float(blk.dmin));
+    alignas(16) uint8_t sc[16], mn[16];
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+    _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(packed, _mm_set1_epi8(0x0F)));
+    _mm_store_si128(reinterpret_cast<__m128i*>(mn), _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F)));
+    for (int h = 0; h < 2; ++h) {
+      const __m256 min8 = _mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_mul_ps(dmin, bytes8_to_float<false>(mn + 8 * h)));
+      set_group_scales8(out, 16 * b + 8 * h, _mm256_mul_ps(d, bytes8_to_float<false>(sc + 8 * h)), min8);
+    }
+    for (int n = 0; n < 2; ++n) {
+      const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * n));
+      for (int s = 0; s < 4; ++s)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q + 256 * b + 128 * n + 32 * s), two_bit_plane(qs, s));
+    }
+  }
+}
+
+// Q3_K: the planes, minus 4 where the value's bit in hmask (bit 4n + s of hmask[l] for plane s
+// of half n) is clear; 16 six-bit signed scales (see unpack_row_scalar), w = d * (sc - 32) * q.
+void unpack_q3_k(const void* row, int64_t n_blocks, const UnpackedRow& out) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const BlockQ3_K& blk = static_cast<const BlockQ3_K*>(row)[b];
+    // scale j: low 4 bits = nibble j of bytes 0..7 (low nibbles first), top 2 bits = bits
+    // 2 (j / 4), +1 of byte 8 + j % 4; minus 32
+    const __m128i b07 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales));
+    const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(b07, _mm_set1_epi8(0x0F)),
+                                           _mm_and_si128(_mm_srli_epi16(b07, 4), _mm_set1_epi8(0x0F)));
+    uint32_t b811;
+    std::memcpy(&b811, blk.scales + 8, 4);
+    const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(b811)), _mm_setr_epi32(0, 2, 4, 6)),
+                                       _mm_set1_epi8(3));
+    alignas(16) int8_t scales[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(scales),
+                    _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32)));
+    const __m256 d = _mm256_set1_ps(half_to_float(blk.d));
+    for (int h = 0; h < 2; ++h)
+      set_group_scales8(out, 16 * b + 8 * h, _mm256_mul_ps(d, bytes8_to_float<true>(scales + 8 * h)), _mm256_setzero_ps());
+    const __m256i hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.hmask));
+    for (int n = 0; n < 2; ++n) {
+      const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * n));
+      for (int s = 0; s < 4; ++s) {
+        const __m256i bit = _mm256_and_si256(hmask, _mm256_set1_epi8(static_cast<char>(1 << (4 * n + s))));
+        const __m256i minus4 = _mm256_and_si256(_mm256_cmpeq_epi8(bit, _mm256_setzero_si256()), _mm256_set1_epi8(4));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q + 256 * b + 128 * n + 32 * s),
+                            _mm256_sub_epi8(two_bit_plane(qs, s), minus4));
+      }
+    }
+  }
+}
+
 // Whether some of the n_groups additive terms is non-zero (unpack_row_scalar's return value).
 bool any_nonzero(const float* min16, int64_t n_groups) {
   for (int64_t g = 0; g < n_groups; ++g)
@@ -179,6 +247,8 @@ bool try_unpack_row_avx2(DType type, const void* row, int64_t n_in, const Unpack
     case DType::Q4_1: unpack_legacy<BlockQ4_1, false, true>(row, n32, out); may_have_min = true; break;
     case DType::Q5_0: unpack_legacy<BlockQ5_0, true, false>(row, n32, out); break;
     case DType::Q5_1: unpack_legacy<BlockQ5_1, true, true>(row, n32, out); may_have_min = true; break;
+    case DType::Q2_K: unpack_q2_k(row, n256, out); may_have_min = true; break;
+    case DType::Q3_K: unpack_q3_k(row, n256, out); break;
     case DType::Q4_K: unpack_q45_k<false>(row, n256, out); may_have_min = true; break;
     case DType::Q5_K: unpack_q45_k<true>(row, n256, out); may_have_min = true; break;
     case DType::Q6_K: unpack_q6_k(row, n256, out); break;

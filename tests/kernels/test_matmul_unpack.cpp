@@ -51,7 +51,7 @@ TEST(MatmulUnpack, Avx2DecodersEqualScalarDecoder) {
       EXPECT_EQ(0, std::memcmp(fast.coef16.data(), ref.coef16.data(), ref.coef16.size() * 4)) << name;
     }
   }
-  EXPECT_GE(n_covered, 16);  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K at two sizes
+  EXPECT_GE(n_covered, 20);  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K at two sizes
 }
 
 }  // namespace
