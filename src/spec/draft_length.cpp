@@ -36,8 +36,11 @@ void DraftLengthController::observe_verify(int n_rows, double seconds) {
   // current estimate (this row count's, or the line's for a first sample) are clipped to it.
   const double reference = n > 0 ? t : (fit_valid_ ? row_seconds(n_rows) : 0.0);
   if (reference > 0.0) seconds = std::min(seconds, kMaxOutlier * reference);
-  // A plain average for the first observations, then an exponential moving average.
-  const double weight = std::max(1.0 - kTimeDecay, 1.0 / static_cast<double>(n + 1));
+  // A plain average for the first observations, then an exponential moving average. Preemption
+  // only ever adds time, so a sample below the estimate is trusted more (weight >= kFastDown):
+  // an inflated estimate (a preempted forward, a busy start) comes down within a few samples.
+  double weight = std::max(1.0 - kTimeDecay, 1.0 / static_cast<double>(n + 1));
+  if (n > 0 && seconds < t) weight = std::max(weight, kFastDown);
   t = n == 0 ? seconds : t + weight * (seconds - t);
   if (n == 0) measured_.insert(std::upper_bound(measured_.begin(), measured_.end(), n_rows), n_rows);
   ++n;

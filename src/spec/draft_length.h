@@ -86,6 +86,7 @@ class DraftLengthController {
   double fit_a_ = 0.0, fit_b_ = 0.0;  // t(M) ~ fit_a_ + fit_b_ * M
   bool fit_valid_ = false;
   static constexpr double kMaxOutlier = 3.0;  // timing samples are clipped to this times the estimate
+  static constexpr double kFastDown = 0.5;    // least weight of a verify timing below the estimate
   double draft_token_seconds_ = 0.0;  // EMA seconds per draft token
   int n_draft_obs_ = 0;
   bool has_draft_timing_ = false;
