@@ -141,6 +141,11 @@ void store_outputs(const __m256* acc, const RowBlock& rb, float* y, int64_t n_ou
   }
 }
 
+// The float step of the one-scale blocks (Q8_0, Q4_0): acc = fma(float(S) * da, d, acc).
+inline void scale_block(__m256i s, float da, __m256 d, __m256& acc) {
+  acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(da)), d, acc);
+}
+
 // ---- Q8_0: blocks of 34 bytes (binary16 d, 32 int8 q)
 void q8_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
   const __m256i ones = _mm256_set1_epi16(1);
@@ -161,8 +166,7 @@ void q8_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* acc)
         const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(v_abs[k], _mm256_sign_epi8(bcast4(a + 4 * k), v[k])), ones);
         s[k % 2] = k < 2 ? p : _mm256_add_epi32(s[k % 2], p);
       }
-      const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s[0], s[1])), _mm256_set1_ps(rb.da(r, b)));
-      acc[r] = _mm256_fmadd_ps(f, d, acc[r]);
+      scale_block(_mm256_add_epi32(s[0], s[1]), rb.da(r, b), d, acc[r]);
     }
   }
 }
@@ -200,8 +204,7 @@ void q4_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* acc)
     for (int r = 0; r < rb.R; ++r) {
       const __m256i s = _mm256_add_epi32(nibble_block_dot(v, rb.values(r) + 32 * b),
                                          _mm256_set1_epi32(rb.neg128_sum32(r, b) / 16));
-      const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(rb.da(r, b)));
-      acc[r] = _mm256_fmadd_ps(f, d, acc[r]);
+      scale_block(s, rb.da(r, b), d, acc[r]);
     }
   }
 }
