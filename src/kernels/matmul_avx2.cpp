@@ -4,7 +4,7 @@
 // Per-row operation order (fixed for every M, tile position and thread count):
 //  - float weights: one accumulator of 8 lanes, acc = fma(w, x, acc) per 8 values in order,
 //    a zero-padded tail last; y = hsum(acc). Tiles of 2 weight rows x 4 activation rows.
-//  - Q8_0, Q4_0, Q4_K, Q5_K, Q6_K: the in-place tiles of matmul_tiles_avx2.cpp (their own order).
+//  - Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: the in-place tiles of matmul_tiles_avx2.cpp (their own order).
 //  - other quantized weights: per 32 values, dp = madd16(maddubs(|q|, sign(a, q)), 1) (exact int32 per
 //    group of 4), acc = fma(float(dp) * d, scale, acc); for types with an additive term,
 //    c = sum over groups of 16 of min16 * s16; y = hsum(acc) + hsum(c).
@@ -197,7 +197,7 @@ void matmul_range_avx2(const RangeJob& job) {
     case DType::F16: float_range<DType::F16>(job); break;
     case DType::BF16: float_range<DType::BF16>(job); break;
     default:
-      if (!matmul_range_tiled_avx2(job)) quant_range(job);  // Q8_0, Q4_0, Q4_K, Q5_K, Q6_K: weights read in place
+      if (!matmul_range_tiled_avx2(job)) quant_range(job);  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: weights read in place
       break;
   }
 }

@@ -1,5 +1,5 @@
 // AVX2 matmul kernels that read quantized weight blocks in place (no unpacked copy), for Q8_0,
-// Q4_0, Q4_K, Q5_K and Q6_K: the AVX2 counterpart of matmul_tiles_avx512.cpp. Compiled with the AVX2
+// Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K: the AVX2 counterpart of matmul_tiles_avx512.cpp. Compiled with the AVX2
 // flags; reached only through matmul_range_avx2. Only raw pointers cross this file's boundary.
 //
 // Layout: a tile is 8 weight rows, one per 32-bit vector lane. For each block of 32 weight
@@ -13,8 +13,8 @@
 //
 // maddubs multiplies unsigned by signed bytes and saturates pairs to int16, so:
 //   Q8_0: |q| times sign(a, q) (pairs <= 2 * 128 * 127, exact), then madd to int32 per k;
-//   Q4_0, Q4_K: nibbles 0..15, pairs <= 2 * 15 * 127; all 8 k summed in int16 (<= 30480), one madd;
-//   Q5_K: 0..31, pairs <= 2 * 31 * 127; 4 k summed in int16 (<= 31496) per madd;
+//   Q4_0, Q4_1, Q4_K: nibbles 0..15, pairs <= 2 * 15 * 127; all 8 k summed in int16 (<= 30480), one madd;
+//   Q5_0, Q5_1, Q5_K: 0..31, pairs <= 2 * 31 * 127; 4 k summed in int16 (<= 31496) per madd;
 //   Q6_K: q + 32 in 0..63, pairs <= 2 * 63 * 127; two k summed in int16 (<= 32004) per madd.
 //
 // Per (activation row r, weight row o) operation order, the same for every M, tile position
@@ -22,14 +22,15 @@
 // the same instruction sequence):
 //   acc = 0; for each block b of 32 values in order:
 //     Q8_0: S = sum(q * a_b);  acc = fma(float(S) * da_b, d_b, acc)
-//     Q4_0: S = sum((q - 8) * a_b);  the same step
+//     Q4_0: S = sum((q - 8) * a_b);  the same step (Q5_0: q - 16)
+//     Q4_1, Q5_1: S = sum(q * a_b);  f = fma(m, float(sum a_b), float(S) * d);  acc = fma(f, da_b, acc)
 //     Q4_K, Q5_K: S = sum(q * a_b);  f = fma(-dmin * m_b, float(sum a_b), float(S) * (d * sc_b));
 //           acc = fma(f, da_b, acc)
 //     Q6_K: S0, S1 = sum((q - 32) * a) over the two groups of 16;
 //           f = fma(float(S0), d * sc_2b, float(S1) * (d * sc_2b+1)); acc = fma(f, da_b, acc)
 //   y = acc.
 // These are the AVX-512 tiles' formulas, so both paths agree to the last bit for Q8_0, Q4_K and
-// Q6_K (the AVX-512 path has no Q4_0 or Q5_K tile: it unpacks them).
+// Q6_K (the AVX-512 path has no Q4_0, Q4_1, Q5_0, Q5_1 or Q5_K tile: it unpacks them).
 #include <immintrin.h>
 
 #include <cstring>
@@ -185,30 +186,6 @@ inline __m256i nibble_block_dot(const __m256i* v, const int8_t* a) {
   return _mm256_madd_epi16(_mm256_add_epi16(s0, s1), ones);
 }
 
-// ---- Q4_0: blocks of 18 bytes (binary16 d, 16 bytes: values 0..15 in the low nibbles, 16..31
-// in the high nibbles), w = d * (q - 8). S = sum(q * a_b) - 8 * sum(a_b), exact (the sum of a_b
-// from neg128_sums32 / 16); then the Q8_0 step.
-void q4_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const int64_t off = b * static_cast<int64_t>(sizeof(quant::BlockQ4_0));
-    prefetch_next(t, b);
-    __m256i raw[4], v[8];
-    load_transposed16(t, off + 2, raw);
-    #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      v[k] = _mm256_and_si256(raw[k], low4);
-      v[4 + k] = _mm256_and_si256(_mm256_srli_epi16(raw[k], 4), low4);
-    }
-    const __m256 d = gather_half(t, off, 0);
-    for (int r = 0; r < rb.R; ++r) {
-      const __m256i s = _mm256_add_epi32(nibble_block_dot(v, rb.values(r) + 32 * b),
-                                         _mm256_set1_epi32(rb.neg128_sum32(r, b) / 16));
-      scale_block(s, rb.da(r, b), d, acc[r]);
-    }
-  }
-}
-
 // Integer dot products of 32 activation values at a with 8 vectors of unsigned values < 32
 // (Q5_K): groups of 4 maddubs summed in int16 (<= 4 * 7874), widened twice.
 inline __m256i five_bit_block_dot(const __m256i* v, const int8_t* a) {
@@ -222,6 +199,67 @@ inline __m256i five_bit_block_dot(const __m256i* v, const int8_t* a) {
     s[h] = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
   }
   return _mm256_add_epi32(_mm256_madd_epi16(s[0], ones), _mm256_madd_epi16(s[1], ones));
+}
+
+// ---- The legacy 32-value blocks: binary16 d, for Q4_1/Q5_1 binary16 m, for Q5_0/Q5_1 qh (32
+// fifth bits, bit j of the little-endian word for value j), then 16 bytes of nibbles (values
+// 0..15 in the low nibbles, 16..31 in the high ones). Weights: Q4_0 d * (q - 8), Q5_0
+// d * (q - 16), Q4_1/Q5_1 d * q + m.
+//   Q4_0, Q5_0: S = sum(q * a_b) - 8 (16) * sum(a_b), exact (the sum of a_b from
+//     neg128_sums32 / 16 (/ 8)); then the Q8_0 step.
+//   Q4_1, Q5_1: S = sum(q * a_b); f = fma(m, float(sum a_b), float(S) * d); acc = fma(f, da_b, acc)
+//     (the Q4_K step with one scale).
+// The fifth bits of v[k] (values 4k..4k+3) are bits 4(k % 2)..+3 of qh byte k / 2: that byte is
+// copied to the 4 bytes of its dword and each byte tests its own bit.
+template <bool kFiveBit, bool kMin>
+void legacy_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
+  using Block = std::conditional_t<kFiveBit, std::conditional_t<kMin, quant::BlockQ5_1, quant::BlockQ5_0>,
+                                   std::conditional_t<kMin, quant::BlockQ4_1, quant::BlockQ4_0>>;
+  constexpr int64_t kQhOffset = kMin ? 4 : 2;                        // offsetof(Block, qh)
+  constexpr int64_t kQsOffset = kQhOffset + (kFiveBit ? 4 : 0);      // offsetof(Block, qs)
+  constexpr int kNegSumDivisor = kFiveBit ? 8 : 16;                  // -128 sum(a) / this = -offset * sum(a)
+  const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+  const __m256i bit_lo = _mm256_set1_epi32(0x08040201), bit_hi = _mm256_set1_epi32(static_cast<int>(0x80402010u));
+  // shuffle control: byte i of dword j (of each 128-bit lane) <- byte 4j + k/2; k/2 added below
+  const __m256i dword_base = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t off = b * static_cast<int64_t>(sizeof(Block));
+    prefetch_next(t, b);
+    __m256i raw[4], v[8];
+    load_transposed16(t, off + kQsOffset, raw);
+    #pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_and_si256(raw[k], low4);
+      v[4 + k] = _mm256_and_si256(_mm256_srli_epi16(raw[k], 4), low4);
+    }
+    if constexpr (kFiveBit) {
+      const __m256i qh = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.rows[0] + off + kQhOffset), t.offset, 1);
+      #pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m256i byte = _mm256_shuffle_epi8(qh, _mm256_add_epi8(dword_base, _mm256_set1_epi8(static_cast<char>(k / 2))));
+        const __m256i mask = k % 2 == 0 ? bit_lo : bit_hi;
+        v[k] = _mm256_or_si256(v[k], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(byte, mask), mask), bit4));
+      }
+    }
+    if constexpr (kMin) {
+      const __m256i dm = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.rows[0] + off), t.offset, 1);
+      const __m256 d = half_lanes(dm, 0), m = half_lanes(dm, 16);
+      for (int r = 0; r < rb.R; ++r) {
+        const int8_t* a = rb.values(r) + 32 * b;
+        const __m256i sdot = kFiveBit ? five_bit_block_dot(v, a) : nibble_block_dot(v, a);
+        const __m256 f = _mm256_fmadd_ps(m, _mm256_set1_ps(rb.sum32(r, b)), _mm256_mul_ps(_mm256_cvtepi32_ps(sdot), d));
+        acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(rb.da(r, b)), acc[r]);
+      }
+    } else {
+      const __m256 d = gather_half(t, off, 0);
+      for (int r = 0; r < rb.R; ++r) {
+        const int8_t* a = rb.values(r) + 32 * b;
+        const __m256i sdot = kFiveBit ? five_bit_block_dot(v, a) : nibble_block_dot(v, a);
+        const __m256i s = _mm256_add_epi32(sdot, _mm256_set1_epi32(rb.neg128_sum32(r, b) / kNegSumDivisor));
+        scale_block(s, rb.da(r, b), d, acc[r]);
+      }
+    }
+  }
 }
 
 // ---- Q4_K: super-blocks of 144 bytes: d, dmin (binary16), 12 bytes of packed 6-bit scales and
@@ -355,19 +393,23 @@ void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
 bool matmul_range_tiled_avx2(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const DType type = w.type;
-  if (type != DType::Q8_0 && type != DType::Q4_0 && type != DType::Q4_K && type != DType::Q5_K && type != DType::Q6_K)
-    return false;
+  const bool blocks32 = type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 ||
+                        type == DType::Q5_1;
+  if (!blocks32 && type != DType::Q4_K && type != DType::Q5_K && type != DType::Q6_K) return false;
   __m256 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 8 outputs
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    const int64_t n_steps = type == DType::Q8_0 || type == DType::Q4_0 ? w.n_in / 32 : w.n_in / 256;  // block iterations
+    const int64_t n_steps = blocks32 ? w.n_in / 32 : w.n_in / 256;  // block iterations
     const Tile t = make_tile(w, o0, n_valid, n_steps);
     for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
       const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
       for (int r = 0; r < rb.R; ++r) acc[r] = _mm256_setzero_ps();
       switch (type) {
         case DType::Q8_0: q8_0_tile(t, w.n_in / 32, rb, acc); break;
-        case DType::Q4_0: q4_0_tile(t, w.n_in / 32, rb, acc); break;
+        case DType::Q4_0: legacy_tile<false, false>(t, w.n_in / 32, rb, acc); break;
+        case DType::Q4_1: legacy_tile<false, true>(t, w.n_in / 32, rb, acc); break;
+        case DType::Q5_0: legacy_tile<true, false>(t, w.n_in / 32, rb, acc); break;
+        case DType::Q5_1: legacy_tile<true, true>(t, w.n_in / 32, rb, acc); break;
         case DType::Q4_K: q45_k_tile<false>(t, w.n_in / 256, rb, acc); break;
         case DType::Q5_K: q45_k_tile<true>(t, w.n_in / 256, rb, acc); break;
         default: q6_k_tile(t, w.n_in / 256, rb, acc); break;
