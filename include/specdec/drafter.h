@@ -77,12 +77,17 @@ class Drafter {
   // to the target cache and calls set_features() before every propose(). Default: false (the
   // decoder then asks for none, at no cost).
   virtual bool wants_features() const { return false; }
-  // features (n_committed - 1, n_embd) row-major: row t = f_t, the target's feature at committed
-  // token t (every committed token but the last, whose row the next verify computes). Valid until
-  // the decoder's next begin(), step() or rollback().
-  virtual void set_features(std::span<const float> features, int n_embd) {
+  // EAGLE-3 style fusion: the target blocks (0-based) whose residual stream (after the block,
+  // before any norm) the drafter reads besides f_t, in this order. Asked once per begin().
+  // Default: none.
+  virtual std::vector<int32_t> feature_layers() const { return {}; }
+  // features (n_committed - 1, row_width) row-major: row t = [r^{l_1}_t, .., r^{l_k}_t, f_t]
+  // (feature_layers() = l_1..l_k; row_width = (k + 1) * n_embd), f_t the target's feature at
+  // committed token t (every committed token but the last, whose row the next verify computes).
+  // Valid until the decoder's next begin(), step() or rollback().
+  virtual void set_features(std::span<const float> features, int row_width) {
     (void)features;
-    (void)n_embd;
+    (void)row_width;
   }
   // Called by the decoder right after begin(), with the prompt's features already shared
   // (set_features) when wants_features(): a drafter that otherwise catches up lazily at its

@@ -67,6 +67,13 @@ class EagleLayer {
   const std::string& path() const;
   // A cache for the layer's K/V (n_ctx 0: the file's context length).
   KvCache new_cache(int n_ctx = 0) const;
+  // EAGLE-3 style fusion (eagle.fuse_layers, docs/HEADS.md): the target blocks whose residual
+  // stream the layer reads, empty for none. A verified row is [r^{l_1}_t, .., r^{l_k}_t, f_t]
+  // (feature_width() = (k + 1) * n_embd floats); fuse() maps such rows to the feature slot
+  // fuse(row) (n_embd), or copies f_t without fusion. Cost: one (k+1)·n_embd x n_embd matmul.
+  const std::vector<int32_t>& fuse_layers() const { return fuse_layers_; }
+  int feature_width() const { return (static_cast<int>(fuse_layers_.size()) + 1) * config_.n_embd; }
+  void fuse(const float* verified, int n_rows, float* out);
   // Rows as for Transformer::forward (chains, trees, cached-tree rows), where row i's token is
   // x_{t+1}, its position t and inputs row i (n_embd) the feature f_t it is fed (the target's,
   // or a drafted g). out (N, n_embd) = g_t. want_logits/want_features are ignored.
@@ -80,6 +87,7 @@ class EagleLayer {
   ModelConfig config_;
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<Weights> weights_;
+  std::vector<int32_t> fuse_layers_;  // target blocks fused with f_t, or empty
 };
 
 }  // namespace specdec

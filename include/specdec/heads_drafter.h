@@ -86,7 +86,8 @@ class EagleDrafter : public Drafter {
   void rollback(int n_tokens) override;
   void set_p_min(float p_min) override { p_min_ = p_min; }
   bool wants_features() const override { return true; }
-  void set_features(std::span<const float> features, int n_embd) override;
+  std::vector<int32_t> feature_layers() const override { return layer_.fuse_layers(); }
+  void set_features(std::span<const float> features, int row_width) override;
   double draft_seconds() const override { return draft_seconds_; }
   // For tests: the layer's cache (committed entries only between proposals).
   const KvCache& cache() const { return cache_; }
@@ -101,7 +102,8 @@ class EagleDrafter : public Drafter {
   EagleOptions options_;
   KvCache cache_;                     // (1, n_ctx, kv_dim) entries of cached_ (+ tree nodes inside propose)
   std::vector<Token> cached_;         // (cache entries + 1) tokens x_0..x_m the entries were fed, or empty
-  std::span<const float> features_;   // (n_committed - 1, n_embd), from the decoder
+  std::span<const float> features_;   // (n_committed - 1, layer_.feature_width()), from the decoder
+  std::vector<float> slot_;           // (rows, n_embd) scratch: fused feature slots of a catch-up chunk
   std::vector<float> root_g_;         // (n_embd) g_{n-2} of the current proposal
   std::vector<float> node_g_;         // (n_nodes, n_embd) g of every forwarded tree node
   std::vector<int> node_slot_;        // (n_nodes) cache slot of every forwarded tree node, -1 if none

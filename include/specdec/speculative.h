@@ -170,8 +170,11 @@ class SpeculativeDecoder {
   void share_features();
   Batch batch_;                   // scratch
   Logits logits_;                 // scratch (n_rows, n_vocab)
+  // Appends row `row` of features_out_ to features_ as [residual layers.., final].
+  void append_feature_row(int row);
   Features features_out_;         // scratch (n_rows, n_embd) when the drafter wants features
-  std::vector<float> features_;   // (cache_.size(), n_embd) target features of the cached tokens, or empty
+  int feature_width_ = 0;         // floats per row of features_: (feature layers + 1) * n_embd
+  std::vector<float> features_;   // (cache_.size(), feature_width_) target features of the cached tokens, or empty
 };
 
 }  // namespace specdec

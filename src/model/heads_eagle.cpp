@@ -13,6 +13,7 @@
 namespace specdec {
 
 struct EagleLayer::Weights {
+  WeightMatrix fuse;             // (n_embd, (k + 1) * n_embd) or empty: EAGLE-3 style fusion
   WeightMatrix fc;               // (n_embd, 2 * n_embd): input = concat(embedding, feature)
   std::vector<float> fc_bias;    // (n_embd)
   LayerWeights block;            // blk.0.*
@@ -61,6 +62,20 @@ std::unique_ptr<EagleLayer> EagleLayer::load(const std::string& path, Transforme
   w->fc_bias = vector_f32(g, "eagle.fc.bias", c.n_embd);
   w->block = load_layer_weights(g, c, "blk.0.");
   std::set<std::string> expected = {"eagle.fc.weight", "eagle.fc.bias"};
+  if (g.has("eagle.fuse_layers")) {
+    layer->fuse_layers_ = g.get_i32_array("eagle.fuse_layers");
+    const int n_target_layers = target.config().n_layers;
+    std::set<int32_t> distinct;
+    for (int32_t l : layer->fuse_layers_) {
+      if (l < 0 || l >= n_target_layers || !distinct.insert(l).second) {
+        throw Error(path + ": eagle.fuse_layers holds " + std::to_string(l) + ": expected distinct blocks of the target in [0, " +
+                    std::to_string(n_target_layers) + ")");
+      }
+    }
+    if (layer->fuse_layers_.empty()) throw Error(path + ": eagle.fuse_layers is empty (omit the key for no fusion)");
+    w->fuse = matrix(g, "eagle.fuse.weight", static_cast<int64_t>(layer->feature_width()), c.n_embd);
+    expected.insert("eagle.fuse.weight");
+  }
   for (const char* name : {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
                            "ffn_down"}) {
     expected.insert(std::string("blk.0.") + name + ".weight");
@@ -68,6 +83,15 @@ std::unique_ptr<EagleLayer> EagleLayer::load(const std::string& path, Transforme
   check_no_unknown_tensors(g, expected);
   layer->weights_ = std::move(w);
   return layer;
+}
+
+void EagleLayer::fuse(const float* verified, int n_rows, float* out) {
+  const size_t n_embd = static_cast<size_t>(config_.n_embd);
+  if (fuse_layers_.empty()) {
+    std::memcpy(out, verified, sizeof(float) * n_embd * static_cast<size_t>(n_rows));
+    return;
+  }
+  if (n_rows > 0) matmul(weights_->fuse, verified, n_rows, out, &target_.pool());
 }
 
 KvCache EagleLayer::new_cache(int n_ctx) const {

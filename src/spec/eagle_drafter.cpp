@@ -34,8 +34,8 @@ void EagleDrafter::begin(std::span<const Token> prompt) {
 }
 
 void EagleDrafter::catch_up(std::span<const Token> prompt) {
-  const size_t n_embd = static_cast<size_t>(layer_.config().n_embd);
-  if (prompt.size() >= 2 && features_.size() >= (prompt.size() - 1) * n_embd &&
+  const size_t width = static_cast<size_t>(layer_.feature_width());
+  if (prompt.size() >= 2 && features_.size() >= (prompt.size() - 1) * width &&
       static_cast<int>(prompt.size()) - 1 <= cache_.capacity()) {
     sync(prompt);
   }
@@ -47,8 +47,9 @@ void EagleDrafter::rollback(int n_tokens) {
   cached_.resize(n_keep == 0 ? 0 : static_cast<size_t>(n_keep) + 1);
 }
 
-void EagleDrafter::set_features(std::span<const float> features, int n_embd) {
-  SPECDEC_CHECK(n_embd == layer_.config().n_embd, "EAGLE: features of width " + std::to_string(n_embd));
+void EagleDrafter::set_features(std::span<const float> features, int row_width) {
+  SPECDEC_CHECK(row_width == layer_.feature_width(), "EAGLE: feature rows of width " + std::to_string(row_width) +
+                                                         ", the layer reads " + std::to_string(layer_.feature_width()));
   features_ = features;
 }
 
@@ -59,13 +60,21 @@ std::vector<float> EagleDrafter::sync(std::span<const Token> context) {
   const size_t n_shared = common_prefix_length(cached_, context);
   const int n_keep = std::min({cache_.size(), std::max(0, static_cast<int>(n_shared) - 1), n - 2});
   cache_.truncate(n_keep);
+  const size_t width = static_cast<size_t>(layer_.feature_width());
   std::vector<float> out;  // (rows, n_embd) outputs of the last chunk
   for (int start = n_keep; start <= n - 2; start += kEagleCatchUpRows) {
     const int end = std::min(n - 1, start + kEagleCatchUpRows);  // entries [start, end)
     batch_.clear();
     for (int t = start; t < end; ++t) batch_.add(context[static_cast<size_t>(t) + 1], t, t == start ? -1 : t - start - 1, 0, false);
     out.resize(static_cast<size_t>(end - start) * n_embd);
-    layer_.forward(batch_, features_.data() + static_cast<size_t>(start) * n_embd, cache_, out.data());
+    const float* verified = features_.data() + static_cast<size_t>(start) * width;  // (rows, width)
+    const float* inputs = verified;  // (rows, n_embd): the feature slot of each entry
+    if (!layer_.fuse_layers().empty()) {
+      slot_.resize(static_cast<size_t>(end - start) * n_embd);
+      layer_.fuse(verified, end - start, slot_.data());
+      inputs = slot_.data();
+    }
+    layer_.forward(batch_, inputs, cache_, out.data());
   }
   cached_.assign(context.begin(), context.end());
   return std::vector<float>(out.end() - static_cast<std::ptrdiff_t>(n_embd), out.end());
@@ -115,13 +124,12 @@ Draft EagleDrafter::propose(std::span<const Token> context, int n_max, const Sam
   }
   const double t0 = now_seconds();
   const int n = static_cast<int>(context.size());
-  const size_t n_embd = static_cast<size_t>(layer_.config().n_embd);
   // Entries 0..n-2 and the forwarded tree nodes (at most tree_width per level below the
   // deepest) must fit in the layer's cache.
   const int room = cache_.capacity() - (n - 1);
   const int depth = room < 0 ? 0 : std::min(options_.tree_depth, room / options_.tree_width + 1);
   Draft draft;
-  if (n < 2 || n_max <= 0 || depth < 1 || features_.size() < static_cast<size_t>(n - 1) * n_embd) {
+  if (n < 2 || n_max <= 0 || depth < 1 || features_.size() < static_cast<size_t>(n - 1) * layer_.feature_width()) {
     draft_seconds_ += now_seconds() - t0;
     return draft;
   }

@@ -69,12 +69,18 @@ void SpeculativeDecoder::begin(std::span<const Token> prompt, const SamplingPara
   rng_ = Rng(sampling.seed);
   steps_since_probe_ = 0;
   // Keep the cached prefix shared with the previous sequence (bit-identical by batch invariance).
-  const size_t n_keep = std::min({common_prefix_length(tokens_, prompt), static_cast<size_t>(cache_.size()), prompt.size() - 1});
-  cache_.truncate(static_cast<int>(n_keep));
+  size_t n_keep = std::min({common_prefix_length(tokens_, prompt), static_cast<size_t>(cache_.size()), prompt.size() - 1});
   tokens_.assign(prompt.begin(), prompt.end());
   const bool features = wants_features();
-  const size_t n_embd = static_cast<size_t>(target_.config().n_embd);
-  features_.resize(features ? n_keep * n_embd : 0);  // features of the kept prefix stay valid
+  if (features) {
+    std::vector<int32_t> layers = drafter_->feature_layers();
+    const int width = (static_cast<int>(layers.size()) + 1) * target_.config().n_embd;
+    if (layers != features_out_.layers || width != feature_width_) n_keep = 0;  // another layout
+    features_out_.layers = std::move(layers);
+    feature_width_ = width;
+  }
+  features_.resize(features ? n_keep * static_cast<size_t>(feature_width_) : 0);  // the kept prefix's stay valid
+  cache_.truncate(static_cast<int>(n_keep));
   KvCache* caches[] = {&cache_};
   for (size_t start = n_keep; start + 1 < prompt.size(); start += kPrefillChunk) {
     const size_t end = std::min(prompt.size() - 1, start + kPrefillChunk);
@@ -84,7 +90,9 @@ void SpeculativeDecoder::begin(std::span<const Token> prompt, const SamplingPara
                  features);
     }
     target_.forward(batch_, caches, logits_, features ? &features_out_ : nullptr);
-    if (features) features_.insert(features_.end(), features_out_.final.begin(), features_out_.final.end());
+    if (features) {
+      for (int row = 0; row < features_out_.n_rows(); ++row) append_feature_row(row);
+    }
   }
   stats_.n_prefill_tokens += static_cast<int64_t>(prompt.size() - 1 - n_keep);
   shadow_.clear();
@@ -193,11 +201,20 @@ int SpeculativeDecoder::draft_units(int n_proposed) {
 
 void SpeculativeDecoder::share_features() {
   if (!wants_features()) return;
-  const int n_embd = target_.config().n_embd;
-  SPECDEC_CHECK(features_.size() == static_cast<size_t>(cache_.size()) * n_embd,
-                "decoder holds " + std::to_string(features_.size() / n_embd) + " features for " +
-                    std::to_string(cache_.size()) + " cached tokens");
-  drafter_->set_features(features_, n_embd);
+  SPECDEC_CHECK(feature_width_ > 0 && features_.size() == static_cast<size_t>(cache_.size()) * feature_width_,
+                "decoder holds " + std::to_string(features_.size()) + " feature floats for " +
+                    std::to_string(cache_.size()) + " cached tokens of width " + std::to_string(feature_width_));
+  drafter_->set_features(features_, feature_width_);
+}
+
+void SpeculativeDecoder::append_feature_row(int row) {
+  const size_t n_embd = static_cast<size_t>(features_out_.n_embd);
+  for (size_t j = 0; j < features_out_.layers.size(); ++j) {
+    const float* r = features_out_.layer_row(row, static_cast<int>(j));
+    features_.insert(features_.end(), r, r + n_embd);
+  }
+  const float* f = features_out_.row(row);
+  features_.insert(features_.end(), f, f + n_embd);
 }
 
 void SpeculativeDecoder::start_shadow(int n_max) {
@@ -339,12 +356,8 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
     cache_.keep_rows(n - 1, keep);
   }
   if (features) {  // the features of the rows just kept: the last token's, then the path's
-    const auto append_row = [&](int row) {
-      const float* f = features_out_.row(row);
-      features_.insert(features_.end(), f, f + features_out_.n_embd);
-    };
-    append_row(0);
-    for (int node : verdict.path) append_row(node + 1);
+    append_feature_row(0);
+    for (int node : verdict.path) append_feature_row(node + 1);
   }
 
   // 5. Drafter rollback, commit, stats.
@@ -395,7 +408,7 @@ void SpeculativeDecoder::rollback(int n_tokens) {
   }
   tokens_.resize(static_cast<size_t>(n_tokens));
   cache_.truncate(std::min(cache_.size(), n_tokens - 1));
-  if (!features_.empty()) features_.resize(static_cast<size_t>(cache_.size()) * target_.config().n_embd);
+  if (!features_.empty()) features_.resize(static_cast<size_t>(cache_.size()) * feature_width_);
   shadow_.clear();
   shadow_path_.clear();
   if (drafter_) drafter_->rollback(n_tokens);

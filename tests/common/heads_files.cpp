@@ -36,14 +36,21 @@ class FileBuilder {
   void f32(const std::string& key, float value) {
     if (key != faults_.skip_key) writer_.set_f32(key, value);
   }
+  void i32_array(const std::string& key, const std::vector<int32_t>& values) {
+    if (key != faults_.skip_key) writer_.set_i32_array(key, values);
+  }
   // A tensor of uniform values in center +- spread, GGUF dims.
   void tensor(const std::string& name, std::vector<int64_t> dims, float center, float spread) {
-    if (name == faults_.skip_tensor) return;
-    if (name == faults_.misshape_tensor) dims.back() /= 2;
     int64_t n = 1;
     for (int64_t d : dims) n *= d;
     std::vector<float> values(static_cast<size_t>(n));  // (n) in GGUF order
     for (float& v : values) v = center + spread * static_cast<float>(rng_.uniform() * 2.0 - 1.0);
+    tensor_values(name, std::move(dims), values);
+  }
+  // A tensor of the given values (GGUF order; a misshaped one keeps the leading values).
+  void tensor_values(const std::string& name, std::vector<int64_t> dims, const std::vector<float>& values) {
+    if (name == faults_.skip_tensor) return;
+    if (name == faults_.misshape_tensor) dims.back() /= 2;
     writer_.add_tensor_f32(name, dims, values.data());
   }
   void write(const std::string& path) {
@@ -101,6 +108,17 @@ void write_random_eagle(const std::string& path, const Transformer& target, cons
   b.tensor("blk.0.ffn_gate.weight", {n_embd, n_ff}, 0.0f, w_in);
   b.tensor("blk.0.ffn_up.weight", {n_embd, n_ff}, 0.0f, w_in);
   b.tensor("blk.0.ffn_down.weight", {n_ff, n_embd}, 0.0f, spec.scale / std::sqrt(static_cast<float>(n_ff)));
+  if (!spec.fuse_layers.empty()) {
+    const int64_t n_in = (static_cast<int64_t>(spec.fuse_layers.size()) + 1) * n_embd;
+    b.i32_array("eagle.fuse_layers", spec.fuse_layers);
+    if (spec.fuse_selects_final) {  // row o (output o) is 1 at input k * n_embd + o
+      std::vector<float> select(static_cast<size_t>(n_in * n_embd), 0.0f);  // (n_embd, n_in)
+      for (int64_t o = 0; o < n_embd; ++o) select[static_cast<size_t>(o * n_in + n_in - n_embd + o)] = 1.0f;
+      b.tensor_values("eagle.fuse.weight", {n_in, n_embd}, select);
+    } else {
+      b.tensor("eagle.fuse.weight", {n_in, n_embd}, 0.0f, spec.scale / std::sqrt(static_cast<float>(n_in)));
+    }
+  }
   b.write(path);
 }
 

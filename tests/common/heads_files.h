@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace specdec {
 class Transformer;
@@ -39,6 +40,10 @@ struct EagleFileSpec {
   int n_ctx = 64;
   uint64_t seed = 1;
   float scale = 1.0f;          // as MedusaFileSpec; norms 1 + small noise
+  // EAGLE-3 style fusion (eagle.fuse_layers, eagle.fuse.weight written last, so the other
+  // tensors equal those of the same spec without fusion): empty = none.
+  std::vector<int32_t> fuse_layers;
+  bool fuse_selects_final = false;  // fuse = [0 .. 0 I]: the unfused layer's feature slot
   HeadsFileFaults faults;
 };
 

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/heads_files.h"
 #include "common/testing.h"
@@ -13,12 +14,17 @@ namespace specdec::testing {
 
 struct HeadsFiles {
   std::string medusa, eagle;
+  // EAGLE-3 style: eagle_fused fuses the residual streams of fuse_layers with f_t;
+  // eagle_select's fuse matrix selects f_t, its other tensors equal eagle's.
+  std::string eagle_fused, eagle_select;
+  std::vector<int32_t> fuse_layers;
 };
 
 // Random heads for the model at target_path (written once per name).
 inline HeadsFiles heads_for(const std::string& target_path, const std::string& name, uint64_t seed) {
   auto target = load_single_threaded(target_path);
-  HeadsFiles f{temp_dir() + "/" + name + "_medusa.gguf", temp_dir() + "/" + name + "_eagle.gguf"};
+  HeadsFiles f{temp_dir() + "/" + name + "_medusa.gguf", temp_dir() + "/" + name + "_eagle.gguf",
+               temp_dir() + "/" + name + "_eagle_fused.gguf", temp_dir() + "/" + name + "_eagle_select.gguf", {}};
   MedusaFileSpec medusa;
   medusa.n_heads = 4;
   medusa.seed = seed;
@@ -30,6 +36,18 @@ inline HeadsFiles heads_for(const std::string& target_path, const std::string& n
   eagle.n_ctx = target->config().n_ctx_train;
   eagle.scale = 2.0f;
   write_random_eagle(f.eagle, *target, eagle);
+  // The last block, then the first (not sorted: the file's order is the row order).
+  const int n_layers = target->config().n_layers;
+  f.fuse_layers = {n_layers - 1};
+  if (n_layers > 1) f.fuse_layers.push_back(0);
+  EagleFileSpec select = eagle;
+  select.fuse_layers = f.fuse_layers;
+  select.fuse_selects_final = true;
+  write_random_eagle(f.eagle_select, *target, select);
+  EagleFileSpec fused = eagle;
+  fused.seed = seed + 2;
+  fused.fuse_layers = f.fuse_layers;
+  write_random_eagle(f.eagle_fused, *target, fused);
   return f;
 }
 

@@ -61,6 +61,12 @@ TEST(HeadsFiles, ValidFilesLoadWithTheirShapes) {
   EXPECT_EQ(layer->config().n_heads, 2);
   EXPECT_EQ(layer->config().n_kv_heads, 1);
   EXPECT_EQ(layer->config().n_ff, 64);
+  EXPECT_TRUE(layer->fuse_layers().empty());
+  EXPECT_EQ(layer->feature_width(), target->config().n_embd);
+  auto fused = EagleLayer::load(testing::micro_heads().eagle_fused, *target);
+  EXPECT_EQ(fused->fuse_layers(), testing::micro_heads().fuse_layers);
+  EXPECT_EQ(fused->feature_width(),
+            static_cast<int>(testing::micro_heads().fuse_layers.size() + 1) * target->config().n_embd);
 }
 
 TEST(HeadsFiles, ForeignTargetIsAnErrorNamingBothFilesAndFingerprints) {
@@ -117,6 +123,26 @@ TEST(HeadsFiles, MalformedEagleFilesAreClearErrors) {
     const std::string path = testing::temp_dir() + "/heads_bad_eagle.gguf";
     testing::write_random_eagle(path, *target, spec);
     expect_error([&] { EagleLayer::load(path, *target); }, {path, f.needle}, "eagle " + f.label);
+  }
+  // EAGLE-3 style fusion: block indices, the fuse matrix's presence and shape.
+  struct FuseFault { const char* label; std::vector<int32_t> layers; HeadsFileFaults faults; const char* needle; };
+  const int n_layers = target->config().n_layers;
+  std::vector<FuseFault> fuse_faults = {
+      {"fuse layer past the target", {n_layers}, {}, "eagle.fuse_layers holds"},
+      {"negative fuse layer", {-1}, {}, "eagle.fuse_layers holds -1"},
+      {"repeated fuse layer", {0, 0}, {}, "eagle.fuse_layers holds 0"},
+      {"missing fuse matrix", {0}, {}, "eagle.fuse.weight"},
+      {"misshaped fuse matrix", {0}, {}, "eagle.fuse.weight"},
+  };
+  fuse_faults[3].faults.skip_tensor = "eagle.fuse.weight";
+  fuse_faults[4].faults.misshape_tensor = "eagle.fuse.weight";
+  for (const FuseFault& f : fuse_faults) {
+    testing::EagleFileSpec spec;
+    spec.fuse_layers = f.layers;
+    spec.faults = f.faults;
+    const std::string path = testing::temp_dir() + "/heads_bad_eagle_fuse.gguf";
+    testing::write_random_eagle(path, *target, spec);
+    expect_error([&] { EagleLayer::load(path, *target); }, {path, f.needle}, std::string("eagle ") + f.label);
   }
   testing::EagleFileSpec heads3;
   heads3.n_heads = 3;  // 32 is not a multiple of 3

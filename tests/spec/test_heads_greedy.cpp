@@ -166,20 +166,47 @@ TEST(HeadsGreedy, EagleMatchesPlainDecodingOverTreeShapes) {
   for (const std::string& path : {testing::micro_trio().target, testing::tiny_trio().target}) {
     auto target = testing::load_single_threaded(path);
     const auto& files = path == testing::micro_trio().target ? testing::micro_heads() : testing::tiny_heads();
-    auto layer = EagleLayer::load(files.eagle, *target);
-    const auto prompts = random_prompts(seed + 1, target->config().n_vocab, 8);
-    struct Shape { int width, depth, nodes, k; };
-    for (const Shape& s : {Shape{1, 4, 0, 4}, Shape{2, 3, 0, 6}, Shape{2, 5, 8, 8}, Shape{3, 4, 12, 16}}) {
-      EagleOptions options;
-      options.tree_width = s.width;
-      options.tree_depth = s.depth;
-      options.tree_nodes = s.nodes;
-      EagleDrafter drafter(*target, *layer, options);
-      expect_greedy_identical(*target, drafter, fixed_k(s.k), prompts, 20,
-                              "eagle width " + std::to_string(s.width) + " depth " + std::to_string(s.depth) +
-                                  " K=" + std::to_string(s.k) + " vocab " + std::to_string(target->config().n_vocab));
+    for (const std::string& file : {files.eagle, files.eagle_fused}) {
+      auto layer = EagleLayer::load(file, *target);
+      const auto prompts = random_prompts(seed + 1, target->config().n_vocab, 8);
+      struct Shape { int width, depth, nodes, k; };
+      for (const Shape& s : {Shape{1, 4, 0, 4}, Shape{2, 3, 0, 6}, Shape{2, 5, 8, 8}, Shape{3, 4, 12, 16}}) {
+        EagleOptions options;
+        options.tree_width = s.width;
+        options.tree_depth = s.depth;
+        options.tree_nodes = s.nodes;
+        EagleDrafter drafter(*target, *layer, options);
+        expect_greedy_identical(*target, drafter, fixed_k(s.k), prompts, 20,
+                                std::string(layer->fuse_layers().empty() ? "eagle" : "fused eagle") + " width " +
+                                    std::to_string(s.width) + " depth " + std::to_string(s.depth) +
+                                    " K=" + std::to_string(s.k) + " vocab " + std::to_string(target->config().n_vocab));
+      }
     }
   }
+}
+
+// A fusion whose matrix selects f_t ([0 .. 0 I], the other tensors equal) is the unfused layer:
+// every proposal, hence every step's acceptance, is the same (x + 0 * y is exact).
+TEST(HeadsGreedy, FusionSelectingTheFinalFeatureDraftsAsTheUnfusedLayer) {
+  const uint64_t seed = testing::test_seed("HeadsGreedy.FusionSelect");
+  auto target = testing::load_single_threaded(testing::tiny_trio().target);
+  auto plain_layer = EagleLayer::load(testing::tiny_heads().eagle, *target);
+  auto select_layer = EagleLayer::load(testing::tiny_heads().eagle_select, *target);
+  ASSERT_EQ(select_layer->fuse_layers(), testing::tiny_heads().fuse_layers);
+  ASSERT_EQ(select_layer->feature_width(),
+            static_cast<int>(testing::tiny_heads().fuse_layers.size() + 1) * target->config().n_embd);
+  EagleDrafter plain_drafter(*target, *plain_layer), select_drafter(*target, *select_layer);
+  SpeculativeDecoder a(*target, &plain_drafter, fixed_k(6)), b(*target, &select_drafter, fixed_k(6));
+  for (const auto& prompt : random_prompts(seed, target->config().n_vocab, 6)) {
+    a.begin(prompt, greedy_params());
+    b.begin(prompt, greedy_params());
+    for (int step = 0; step < 8; ++step) {
+      EXPECT_EQ(a.step(24), b.step(24)) << "step " << step;
+      EXPECT_EQ(a.stats().n_drafted, b.stats().n_drafted) << "step " << step;
+      EXPECT_EQ(a.stats().n_accepted, b.stats().n_accepted) << "step " << step;
+    }
+  }
+  EXPECT_GT(b.stats().n_accepted, 0);
 }
 
 TEST(HeadsGreedy, RollbackKeepsDecodingIdentical) {
@@ -205,9 +232,16 @@ TEST(HeadsGreedy, RollbackKeepsDecodingIdentical) {
   }
 }
 
-TEST(HeadsGreedy, EagleCacheEqualsAFreshRunOnTrueFeatures) {
+// With fusion the fresh run builds the verified rows itself: [residual after each fuse layer, in
+// the file's order, f_t], through EagleLayer::fuse (the decoder's row layout checked bit for bit).
+class EagleCache : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(HeadsGreedy, EagleCache, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Fused" : "Unfused"; });
+
+TEST_P(EagleCache, EqualsAFreshRunOnTrueFeatures) {
   auto target = testing::load_single_threaded(testing::tiny_trio().target);
-  auto layer = EagleLayer::load(testing::tiny_heads().eagle, *target);
+  auto layer = EagleLayer::load(GetParam() ? testing::tiny_heads().eagle_fused : testing::tiny_heads().eagle, *target);
+  ASSERT_EQ(layer->fuse_layers().empty(), !GetParam());
   EagleOptions options;
   options.tree_width = 2;
   options.tree_depth = 4;
@@ -224,13 +258,28 @@ TEST(HeadsGreedy, EagleCacheEqualsAFreshRunOnTrueFeatures) {
   for (int t = 0; t < m; ++t) batch.add(tokens[static_cast<size_t>(t)], t, t - 1, 0, false, true);
   Logits logits;
   Features features;
+  features.layers = layer->fuse_layers();
   KvCache* caches[] = {&target_cache};
   target->forward(batch, caches, logits, &features);
+  const size_t n_embd = static_cast<size_t>(target->config().n_embd);
+  std::vector<float> verified;  // (m, feature_width)
+  for (int t = 0; t < m; ++t) {
+    for (size_t j = 0; j < features.layers.size(); ++j) {
+      verified.insert(verified.end(), features.layer_row(t, static_cast<int>(j)), features.layer_row(t, static_cast<int>(j)) + n_embd);
+    }
+    verified.insert(verified.end(), features.row(t), features.row(t) + n_embd);
+  }
+  ASSERT_EQ(verified.size(), static_cast<size_t>(m) * layer->feature_width());
+  std::vector<float> slots(static_cast<size_t>(m) * n_embd);  // (m, n_embd)
+  layer->fuse(verified.data(), m, slots.data());
+  if (!GetParam()) {
+    EXPECT_EQ(slots, features.final);
+  }
   KvCache fresh = layer->new_cache();
   batch.clear();
   for (int t = 0; t < m; ++t) batch.add(tokens[static_cast<size_t>(t) + 1], t, t - 1, 0, false);
-  std::vector<float> out(static_cast<size_t>(m) * target->config().n_embd);  // (m, n_embd)
-  layer->forward(batch, features.final.data(), fresh, out.data());
+  std::vector<float> out(static_cast<size_t>(m) * n_embd);  // (m, n_embd)
+  layer->forward(batch, slots.data(), fresh, out.data());
   const size_t row_bytes = sizeof(float) * static_cast<size_t>(fresh.kv_dim());
   for (int s = 0; s < m; ++s) {
     EXPECT_EQ(0, std::memcmp(drafter.cache().k(0, s), fresh.k(0, s), row_bytes)) << "K of entry " << s;

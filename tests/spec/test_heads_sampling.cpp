@@ -1,7 +1,8 @@
 // Self-speculation drafters under speculative SAMPLING: with a tiny random target over an
 // 8-token vocabulary and random heads, the first 3 generated tokens follow the target's exact
 // distribution (chi-square over all 512 sequences) for Medusa trees and EAGLE chains/trees under
-// every child rule, at temperature 1 and at 0.7 with top-k/top-p. Planted bugs are REJECTED.
+// every child rule (also EAGLE-3 style fused layers), at temperature 1 and at 0.7 with
+// top-k/top-p. Planted bugs are REJECTED.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -31,6 +32,7 @@ struct Setup {
   bool adaptive = false;
   // Builds the drafter for the micro target (heads loaded once per family).
   std::function<std::unique_ptr<Drafter>(Transformer&, MedusaHeads&, EagleLayer&)> make;
+  bool fused = false;  // EAGLE: the layer with EAGLE-3 style fusion (micro_heads().eagle_fused)
 };
 
 Setup medusa(const std::string& name, SamplingParams s, std::vector<std::vector<int>> choices, PlantedBug bug = PlantedBug::None) {
@@ -42,27 +44,31 @@ Setup medusa(const std::string& name, SamplingParams s, std::vector<std::vector<
           }};
 }
 
-Setup eagle(const std::string& name, SamplingParams s, int width, ChildRule rule, PlantedBug bug = PlantedBug::None) {
-  return {name, s, 6, false, [width, rule, bug](Transformer& t, MedusaHeads&, EagleLayer& l) {
+Setup eagle(const std::string& name, SamplingParams s, int width, ChildRule rule, PlantedBug bug = PlantedBug::None,
+            bool fused = false) {
+  return {name, s, 6, false,
+          [width, rule, bug](Transformer& t, MedusaHeads&, EagleLayer& l) {
             EagleOptions o;
             o.tree_width = width;
             o.tree_depth = 3;
             o.tree_rule = rule;
             o.bug = bug;
             return std::unique_ptr<Drafter>(new EagleDrafter(t, l, o));
-          }};
+          },
+          fused};
 }
 
 void check_family(const std::vector<Setup>& setups, bool expect_pass, const char* test_name) {
   auto target = testing::load_single_threaded(testing::micro_trio().target);
   auto heads = MedusaHeads::load(testing::micro_heads().medusa, *target);
   auto layer = EagleLayer::load(testing::micro_heads().eagle, *target);
+  auto fused_layer = EagleLayer::load(testing::micro_heads().eagle_fused, *target);
   const uint64_t seed = testing::test_seed(test_name);
   const double threshold = kFamilyAlpha / static_cast<double>(setups.size());
   for (size_t i = 0; i < setups.size(); ++i) {
     const Setup& setup = setups[i];
     const auto exact = testing::exact_first_three(*target, setup.sampling, kPrompt);
-    auto drafter = setup.make(*target, *heads, *layer);
+    auto drafter = setup.make(*target, *heads, setup.fused ? *fused_layer : *layer);
     SpecConfig config;
     config.draft_max = setup.k;
     config.adaptive = setup.adaptive;
@@ -116,6 +122,13 @@ TEST(HeadsSampling, EagleFirstThreeTokensMatchExactTarget) {
                 eagle("t0.7 topk topp deterministic", truncated_t07(), 3, ChildRule::Deterministic),
                 eagle("t1.6 without replacement", hot(), 2, ChildRule::WithoutReplacement)},
                true, "HeadsSampling.Eagle");
+}
+
+TEST(HeadsSampling, FusedEagleFirstThreeTokensMatchExactTarget) {
+  check_family({eagle("fused t1 without replacement", plain_t1(), 2, ChildRule::WithoutReplacement, PlantedBug::None, true),
+                eagle("fused t1 deterministic", plain_t1(), 3, ChildRule::Deterministic, PlantedBug::None, true),
+                eagle("fused t1.6 chain", hot(), 1, ChildRule::IndependentWithReplacement, PlantedBug::None, true)},
+               true, "HeadsSampling.FusedEagle");
 }
 
 TEST(HeadsSamplingPlantedBugs, AreRejected) {

@@ -35,8 +35,8 @@ from data import load_tokens
 import gguf_writer as gw
 from export_heads import export_heads, fnv1a64, gguf_tensors, read_header_raw, target_fingerprint
 from gguf_writer import read_gguf
-from heads_model import (EagleLayer, MedusaHeads, eagle_config, freeze, load_heads,
-                         target_features)
+from heads_model import (EagleLayer, MedusaHeads, eagle_config, freeze, heads_config,
+                         load_heads, target_features, target_features_and_layers)
 from heads_reference import HeadsReference
 
 STORIES = os.path.join(TRAIN_DIR, "..", "..", "..", "shared", "fixtures", "models",
@@ -88,9 +88,22 @@ def check_kind(kind, heads, target, target_gguf, heads_gguf, tokens) -> bool:
         else:
             # the embedding rows as the target GGUF stores them (F16), so only the heads differ
             emb = torch.from_numpy(ref.embedding[tokens[1:]]).float()  # (T-1, d)
-            torch_h = heads(emb[None], feats[None, :-1])[0].double().numpy()
-            same = ref.eagle(tokens[1:], feats[:-1].double().numpy())
-            end = ref.eagle(tokens[1:], ref.features(tokens)[:-1])
+            layers = heads.fuse_layers
+            residual = None
+            if layers:
+                feats, residual = target_features_and_layers(
+                    target, torch.from_numpy(tokens)[None], layers)
+                feats, residual = feats[0], residual[0]  # (T, d), (T, k, d)
+            slot = heads.fused(feats[None, :-1], None if residual is None else residual[None, :-1])
+            torch_h = heads(emb[None], slot)[0].double().numpy()
+            same = ref.eagle(tokens[1:], ref.eagle_slot(
+                feats[:-1].double().numpy(),
+                None if residual is None else residual[:-1].double().numpy()))
+            if layers:
+                ref_f, ref_r = ref.features(tokens, layers)
+                end = ref.eagle(tokens[1:], ref.eagle_slot(ref_f[:-1], ref_r[:-1]))
+            else:
+                end = ref.eagle(tokens[1:], ref.features(tokens)[:-1])
             torch_logits = F.linear(torch.from_numpy(torch_h).float(), out_w).double().numpy()
     # relative to the largest output (float32 PyTorch vs float64 numpy rounding scales with it)
     diff = float(np.abs(same - torch_h).max()) / max(1.0, float(np.abs(torch_h).max()))
@@ -123,15 +136,19 @@ def random_setup(tmp: str):
     for p in medusa.parameters():
         torch.nn.init.normal_(p, std=0.1)
     eagle = EagleLayer(eagle_config(target.cfg))
-    for p in eagle.block.parameters():
-        if p.dim() == 1:
-            torch.nn.init.normal_(p, mean=1.0, std=0.1)
+    fused = EagleLayer(eagle_config(target.cfg), [0, 1])  # EAGLE-3 style fusion
+    for layer in (eagle, fused):
+        for p in layer.block.parameters():
+            if p.dim() == 1:
+                torch.nn.init.normal_(p, mean=1.0, std=0.1)
+    torch.nn.init.normal_(fused.fuse.weight, std=0.05)
     out = {}
-    for kind, heads in (("medusa", medusa), ("eagle", eagle)):
-        path = os.path.join(tmp, f"{kind}.gguf")
-        config = heads.config() if kind == "medusa" else heads.cfg.to_dict()
-        export_heads(kind, gguf_tensors(kind, heads), config, target_fingerprint(target_gguf), path)
-        out[kind] = (freeze(heads), path)
+    for name, kind, heads in (("medusa", "medusa", medusa), ("eagle", "eagle", eagle),
+                              ("eagle-fused", "eagle", fused)):
+        path = os.path.join(tmp, f"{name}.gguf")
+        export_heads(kind, gguf_tensors(kind, heads), heads_config(kind, heads),
+                     target_fingerprint(target_gguf), path)
+        out[name] = (kind, freeze(heads), path)
     return target, target_gguf, out
 
 
@@ -164,8 +181,9 @@ def main() -> None:
                     loaded_kind, heads, _state = load_heads(getattr(args, kind))
                     if loaded_kind != kind:
                         parser.error(f"--{kind} {getattr(args, kind)} holds {loaded_kind} heads")
-                    kinds[kind] = (freeze(heads), getattr(args, f"{kind}_gguf"))
-        for kind, (heads, path) in kinds.items():
+                    kinds[kind] = (kind, freeze(heads), getattr(args, f"{kind}_gguf"))
+        for name, (kind, heads, path) in kinds.items():
+            print(f"-- {name}")
             ok &= check_kind(kind, heads, target, target_gguf, path, tokens)
     print("OK" if ok else "FAILED")
     sys.exit(0 if ok else 1)

@@ -15,6 +15,8 @@ Files in --out:
   tokens.u16   (windows, seq_len + 1) uint16: x_0..x_T of each window
   feats.f16    (windows, seq_len, n_embd) float16: f_0..f_{T-1} (F16: rel. error <= 2^-11,
                far below the EAGLE training noise)
+  layers.f16   (windows, seq_len, len(layers), n_embd) float16, only with --layers L1,L2,..:
+               the residual stream after those target blocks (EAGLE-3 style fusion inputs)
   meta.json    shapes, seed, target path and step, and n_done (windows written so far)
 One window of 512 tokens costs 256 KiB of features; one target forward (~18 MFLOP/token).
 """
@@ -29,7 +31,7 @@ import torch
 
 from common import setup_torch, work_path
 from data import TrainStream, load_tokens
-from heads_model import freeze, target_features
+from heads_model import freeze, target_features, target_features_and_layers
 from train import load_model
 
 STREAM_SEED_OFFSET = 7  # the heads' window order differs from the target's own training order
@@ -44,12 +46,23 @@ def open_cache(out: str, n_windows: int, seq_len: int, n_embd: int, mode: str):
     return tokens, feats
 
 
+def open_layers(out: str, n_windows: int, seq_len: int, n_layers: int, n_embd: int, mode: str):
+    """layers memmap (N, T, n_layers, d) float16: residual streams after the listed blocks."""
+    return np.memmap(os.path.join(out, "layers.f16"), dtype=np.float16, mode=mode,
+                     shape=(n_windows, seq_len, n_layers, n_embd))
+
+
 def load_cache(out: str):
-    """(meta dict, tokens, feats) of a finished or partial cache (first meta['n_done'] valid)."""
+    """(meta dict, tokens, feats, layers or None) of a finished or partial cache (first
+    meta['n_done'] valid)."""
     with open(os.path.join(out, "meta.json"), encoding="utf-8") as f:
         meta = json.load(f)
     tokens, feats = open_cache(out, meta["windows"], meta["seq_len"], meta["n_embd"], "r")
-    return meta, tokens, feats
+    layers = None
+    if meta.get("layers"):
+        layers = open_layers(out, meta["windows"], meta["seq_len"], len(meta["layers"]),
+                             meta["n_embd"], "r")
+    return meta, tokens, feats, layers
 
 
 def main() -> None:
@@ -66,7 +79,10 @@ def main() -> None:
                         "on at temperature 0)")
     parser.add_argument("--extra-frac", type=float, default=0.0,
                         help="fraction of the windows taken from --extra-data (evenly spread)")
+    parser.add_argument("--layers", default="", help="also store the residual stream after "
+                        "these target blocks, e.g. 1,3 (EAGLE-3 style fusion; layers.f16)")
     args = parser.parse_args()
+    layer_list = [int(v) for v in args.layers.split(",") if v.strip()]
     if not 0 <= args.extra_frac <= 1 or (args.extra_frac > 0) != bool(args.extra_data):
         parser.error("--extra-frac in (0, 1] goes with --extra-data")
     setup_torch(args.threads)
@@ -89,6 +105,10 @@ def main() -> None:
     if args.extra_data:  # recorded only when used, so older caches still resume
         meta["extra_data"] = os.path.abspath(args.extra_data)
         meta["extra_frac"] = args.extra_frac
+    if layer_list:
+        if any(not 0 <= v < target.cfg.n_layers for v in layer_list):
+            parser.error(f"--layers {args.layers}: blocks are 0..{target.cfg.n_layers - 1}")
+        meta["layers"] = layer_list
     if os.path.exists(meta_path):
         with open(meta_path, encoding="utf-8") as f:
             old = json.load(f)
@@ -98,6 +118,8 @@ def main() -> None:
         meta["n_done"] = old["n_done"]
     mode = "r+" if meta["n_done"] else "w+"
     tokens, feats = open_cache(out, args.windows, args.seq_len, target.cfg.dim, mode)
+    layers = None if not layer_list else \
+        open_layers(out, args.windows, args.seq_len, len(layer_list), target.cfg.dim, mode)
     stream = TrainStream(load_tokens(work_path("data", "train.bin")), args.seq_len,
                          args.seed + STREAM_SEED_OFFSET)
     extra = None if not args.extra_data else \
@@ -125,7 +147,13 @@ def main() -> None:
         inputs, targets = window_batch(first, n)
         full = torch.cat((inputs, targets[:, -1:]), dim=1)  # (n, T+1)
         tokens[first:first + n] = full.numpy().astype(np.uint16)
-        feats[first:first + n] = target_features(target, inputs).numpy().astype(np.float16)
+        if layers is None:
+            feats[first:first + n] = target_features(target, inputs).numpy().astype(np.float16)
+        else:
+            final, residual = target_features_and_layers(target, inputs, layer_list)
+            feats[first:first + n] = final.numpy().astype(np.float16)
+            layers[first:first + n] = residual.numpy().astype(np.float16)
+            layers.flush()
         tokens.flush()
         feats.flush()
         meta["n_done"] = first + n

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from common import setup_torch, work_path
 from data import eval_windows, load_tokens
 from evaluate import prompt_ids
-from heads_model import freeze, load_heads, target_features
+from heads_model import freeze, load_heads, target_features, target_features_and_layers
 from train import load_model
 from train_heads import head_metrics
 
@@ -45,7 +45,14 @@ def greedy_sequence(target, prompt: list, n_new: int) -> list:
 def simulate_chain(kind, heads, target, seq: list, n_prompt: int, depth: int):
     """(drafted, accepted, passes) over the generated part of seq (see module doc, 2)."""
     tokens = torch.tensor([seq])
-    feats = target_features(target, tokens)[0]  # (S, d)
+    fuse_layers = getattr(heads, "fuse_layers", [])
+    if fuse_layers:  # the verified rows' feature slots: fuse([r^{l_1}, .., f])
+        feats, residual = target_features_and_layers(target, tokens, fuse_layers)
+        slots = heads.fused(feats, residual)[0]  # (S, d)
+        feats = feats[0]
+    else:
+        feats = target_features(target, tokens)[0]  # (S, d)
+        slots = feats
     out_w, embed = target.output.weight, target.tok_embeddings
     drafted = accepted = passes = 0
     t = n_prompt - 1  # last row the target has verified (prefill)
@@ -55,7 +62,7 @@ def simulate_chain(kind, heads, target, seq: list, n_prompt: int, depth: int):
             draft = F.linear(hidden, out_w).argmax(-1).tolist()
         else:
             rows_e = embed(tokens[0, 1:t + 2])  # E[x_{j+1}], j = 0..t  (t+1, d)
-            rows_f = feats[:t + 1]              # f_j                     (t+1, d)
+            rows_f = slots[:t + 1]              # f_j (fused)             (t+1, d)
             draft = []
             for _ in range(depth):
                 if rows_f.shape[0] > heads.cfg.n_ctx:

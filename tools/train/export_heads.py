@@ -123,6 +123,8 @@ def export_heads(kind: str, tensors: dict, config: dict, fingerprint: str, path:
         w.add("eagle.rope.freq_base", gw.T_FLOAT32, config["rope_base"])
         w.add("eagle.context_length", gw.T_UINT32, config["n_ctx"])
         w.add("eagle.block_count", gw.T_UINT32, 1)
+        if config.get("fuse_layers"):  # EAGLE-3 style fusion (docs/HEADS.md)
+            w.add("eagle.fuse_layers", gw.T_ARRAY, config["fuse_layers"], gw.T_UINT32)
     w.add("specdec.target.fingerprint", gw.T_STRING, fingerprint)
     for tensor_name, array in tensors.items():
         w.add_tensor(tensor_name, array, matrix_type if array.ndim == 2 else gw.GGML_F32)
@@ -145,6 +147,8 @@ def gguf_tensors(kind: str, heads) -> dict:
                 out[f"medusa.{k}.blk.{j}.bias"] = arr(lin.bias)
         return out
     block = heads.block
+    if heads.fuse_layers:  # (n_embd, (k + 1) n_embd): GGUF [(k + 1) n_embd, n_embd]
+        out["eagle.fuse.weight"] = arr(heads.fuse.weight)
     out["eagle.fc.weight"] = arr(heads.fc.weight)  # (n_embd, 2 n_embd): GGUF [2 n_embd, n_embd]
     out["eagle.fc.bias"] = arr(heads.fc.bias)
     out["blk.0.attn_norm.weight"] = arr(block.attn_norm.weight)

@@ -53,8 +53,11 @@ class LlamaReference:
         """(n_vocab, dim): output.weight, or token_embd.weight when the model ties them."""
         return self.w.get("output.weight", self.w["token_embd.weight"])
 
-    def features(self, tokens) -> np.ndarray:
-        """Final hidden states after output_norm (T, dim): logits = features @ output^T."""
+    def features(self, tokens, layers=None):
+        """Final hidden states after output_norm (T, dim): logits = features @ output^T.
+        With layers (block indices): (features, residual (T, len(layers), dim)), the residual
+        stream after each listed block (EAGLE-3 style fusion inputs)."""
+        kept = {}
         w, n_tok = self.w, len(tokens)
         positions = np.arange(n_tok, dtype=np.float64)
         x = w["token_embd.weight"][np.asarray(tokens)]  # (T, dim)
@@ -79,7 +82,11 @@ class LlamaReference:
             gate = h @ w[p + "ffn_gate.weight"].T
             up = h @ w[p + "ffn_up.weight"].T
             x = x + (gate / (1 + np.exp(-gate)) * up) @ w[p + "ffn_down.weight"].T
-        return self._rms(x, w["output_norm.weight"])
+            kept[layer] = x
+        final = self._rms(x, w["output_norm.weight"])
+        if layers is None:
+            return final
+        return final, np.stack([kept[layer] for layer in layers], axis=1)
 
 
 def spm_encode(text: str, tokens: list, scores: list, add_space_prefix: bool) -> list:

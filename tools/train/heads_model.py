@@ -10,6 +10,10 @@ MedusaHeads (Medusa-1, frozen target): K heads, head k predicts x_{t+k+2} from f
 EagleLayer (EAGLE-1 style): u_t = fc(concat(E[x_{t+1}], f_t)), g_t = Block(u_t; position t),
   g_t approximates f_{t+1}; Output(g_t) is the draft distribution of x_{t+2}. Block is
   model.Block (a standard Llama decoder layer, RoPE on adjacent pairs, no final norm).
+  With fuse_layers (EAGLE-3 style fusion) the feature slot of a row whose token the target
+  has verified holds fuse(concat(r^{l_1}_t, .., r^{l_k}_t, f_t)) instead of f_t, r^l the
+  target's residual stream after block l; drafted rows still feed back g. The fuse matrix
+  starts as [0 .. 0 I], i.e. exactly the unfused layer.
 """
 import math
 
@@ -36,6 +40,23 @@ def target_features(target: Transformer, tokens: torch.Tensor) -> torch.Tensor:
     for layer in target.layers:
         x = layer(x, cos, sin, mask)
     return target.norm(x)
+
+
+@torch.no_grad()
+def target_features_and_layers(target: Transformer, tokens: torch.Tensor, layers):
+    """-> (features (B, T, n_embd) as target_features, residual (B, T, len(layers), n_embd)):
+    the residual stream after each listed block (0-based, before any norm), what specdec's
+    Features::layers returns (EAGLE-3 style fusion)."""
+    n_tokens = tokens.shape[1]
+    cos, sin = target.rope_cos[:n_tokens], target.rope_sin[:n_tokens]
+    mask = causal_mask(n_tokens, tokens.device)
+    x = target.tok_embeddings(tokens)  # (B, T, n_embd)
+    kept = {}
+    for index, layer in enumerate(target.layers):
+        x = layer(x, cos, sin, mask)
+        if index in layers:
+            kept[index] = x
+    return target.norm(x), torch.stack([kept[index] for index in layers], dim=2)
 
 
 def freeze(module: nn.Module) -> nn.Module:
@@ -83,11 +104,21 @@ def eagle_config(target_cfg: ModelConfig, ffn_dim: int = 0, n_heads: int = 0,
 
 
 class EagleLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, fuse_layers=()):
         super().__init__()
         if cfg.dim % cfg.n_heads or cfg.n_heads % cfg.n_kv_heads or cfg.head_dim % 2:
             raise ValueError(f"inconsistent head layout: {cfg}")
         self.cfg = cfg
+        self.fuse_layers = [int(v) for v in fuse_layers]
+        if len(set(self.fuse_layers)) != len(self.fuse_layers) or \
+                any(v < 0 for v in self.fuse_layers):
+            raise ValueError(f"fuse_layers {fuse_layers}: distinct block indices expected")
+        if self.fuse_layers:  # in: [r^{l_1}_t, .., r^{l_k}_t, f_t]; starts as [0 .. 0 I]
+            k = len(self.fuse_layers)
+            self.fuse = nn.Linear((k + 1) * cfg.dim, cfg.dim, bias=False)
+            with torch.no_grad():
+                self.fuse.weight.zero_()
+                self.fuse.weight[:, k * cfg.dim:] = torch.eye(cfg.dim)
         self.fc = nn.Linear(2 * cfg.dim, cfg.dim, bias=True)  # in: [E[x_{t+1}], f_t]
         self.block = Block(cfg)
         for name, param in self.block.named_parameters():
@@ -97,6 +128,13 @@ class EagleLayer(nn.Module):
         cos, sin = rope_tables(cfg.head_dim, cfg.n_ctx, cfg.rope_base)
         self.register_buffer("rope_cos", cos, persistent=False)  # (n_ctx, hd/2)
         self.register_buffer("rope_sin", sin, persistent=False)  # (n_ctx, hd/2)
+
+    def fused(self, features: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """features f_t (B, T, d), residual (B, T, k, d) of self.fuse_layers -> the feature
+        slot of verified rows (B, T, d); f_t itself without fusion."""
+        if not self.fuse_layers:
+            return features
+        return self.fuse(torch.cat((residual.flatten(-2), features), dim=-1))
 
     def forward(self, next_embeddings: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         """next_embeddings E[x_{t+1}] (B, T, d), features f_t (B, T, d), rows at positions
@@ -114,12 +152,19 @@ def build_heads(kind: str, config: dict) -> nn.Module:
     if kind == "medusa":
         return MedusaHeads(**config)
     if kind == "eagle":
-        return EagleLayer(ModelConfig(**config))
+        config = dict(config)
+        fuse_layers = config.pop("fuse_layers", ())
+        return EagleLayer(ModelConfig(**config), fuse_layers)
     raise ValueError(f"unknown head kind {kind!r}")
 
 
 def heads_config(kind: str, heads: nn.Module) -> dict:
-    return heads.config() if kind == "medusa" else heads.cfg.to_dict()
+    if kind == "medusa":
+        return heads.config()
+    config = heads.cfg.to_dict()
+    if heads.fuse_layers:  # only when used: unfused checkpoints keep their config
+        config["fuse_layers"] = list(heads.fuse_layers)
+    return config
 
 
 def load_heads(path: str):

@@ -6,6 +6,8 @@ file (a mismatch is an error naming both), then
   medusa_hidden(f) (K, T, d): h = f; h = h + SiLU(W h + b) per block; logits = h @ Output^T
   eagle(next_tokens, f) (T, d): g_t = Block(fc([E[x_{t+1}], f_t]); position t), causal over
     the T rows (the teacher-forced form of the layer's KV cache)
+  eagle_slot(f, residual) (T, d): the feature slot of verified rows: f, or with
+    eagle.fuse_layers fuse([r^{l_1}, .., r^{l_k}, f]) (residual (T, k, d))
   features(tokens) (T, d): the target's post-norm hidden states (gguf_reference.LlamaReference)
 Slow; meant for checks over a few hundred tokens.
 """
@@ -48,8 +50,8 @@ class HeadsReference:
         self.output = self.target.output_matrix()  # (n_vocab, d)
         self.embedding = self.target.w["token_embd.weight"]  # (n_vocab, d)
 
-    def features(self, tokens) -> np.ndarray:
-        return self.target.features(tokens)
+    def features(self, tokens, layers=None):
+        return self.target.features(tokens, layers)
 
     def medusa_hidden(self, features: np.ndarray) -> np.ndarray:
         """features (T, d) -> (K, T, d)."""
@@ -62,6 +64,15 @@ class HeadsReference:
                 h = h + pre / (1 + np.exp(-pre))
             out.append(h)
         return np.stack(out)
+
+    def fuse_layers(self) -> list:
+        return list(self.meta.get("eagle.fuse_layers", []))
+
+    def eagle_slot(self, features: np.ndarray, residual=None) -> np.ndarray:
+        if not self.fuse_layers():
+            return features
+        joined = np.concatenate((residual.reshape(len(features), -1), features), axis=1)
+        return joined @ self.w["eagle.fuse.weight"].T
 
     def eagle(self, next_tokens, features: np.ndarray) -> np.ndarray:
         """next_tokens x_{t+1} (T,), features f_t (T, d) at positions 0..T-1 -> g (T, d)."""

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from common import setup_torch, work_path
 from data import TrainStream, eval_windows, load_tokens
 from heads_model import (EagleLayer, MedusaHeads, eagle_config, freeze, heads_config,
-                         target_features)
+                         target_features, target_features_and_layers)
 from train import Logger, load_model, lr_at
 
 
@@ -68,6 +68,9 @@ def parse_args(argv=None):
     parser.add_argument("--noise", type=float, default=0.1, help="eagle: uniform feature noise")
     parser.add_argument("--unroll", type=int, default=1, help="eagle: passes per step, k >= 2 "
                         "on the layer's own features (training-time test; see eagle_loss)")
+    parser.add_argument("--fuse-layers", default="", help="eagle: EAGLE-3 style fusion of the "
+                        "residual stream after these target blocks with f_t, e.g. 1,3 (the "
+                        "feature cache must hold them: collect_features.py --layers)")
     parser.add_argument("--eval-every", type=int, default=50)
     parser.add_argument("--eval-windows", type=int, default=4, help="validation windows")
     parser.add_argument("--log-every", type=int, default=10)
@@ -94,6 +97,14 @@ def parse_args(argv=None):
         args.target = meta["target"]
         args.seq_len = meta["seq_len"]
     args.target = args.target or work_path("target", "final.pt")
+    args.fuse_layers = [int(v) for v in args.fuse_layers.split(",") if v.strip()]
+    if args.fuse_layers and args.kind != "eagle":
+        parser.error("--fuse-layers is for --kind eagle")
+    if args.fuse_layers and args.features:
+        missing = [v for v in args.fuse_layers if v not in meta.get("layers", [])]
+        if missing:
+            parser.error(f"--fuse-layers: {args.features} holds no residual stream of blocks "
+                         f"{missing} (collect_features.py --layers)")
     args.out = args.out or work_path("heads", args.kind, "x")[:-2]
     return args
 
@@ -108,6 +119,10 @@ def init_heads_from_gguf(kind: str, heads, path: str) -> None:
         raise SystemExit(f"error: --init {path} holds {meta.get('general.architecture')} heads, "
                          f"not {kind}")
     wanted = gguf_tensors(kind, heads)  # {name: numpy copy}, only for names and shapes
+    if kind == "eagle" and heads.fuse_layers and "eagle.fuse.weight" not in tensors:
+        # an unfused layer grows a fusion that starts as the identity on f_t
+        print(f"--init {path} has no fusion: eagle.fuse.weight starts as [0 .. 0 I]", flush=True)
+        tensors = {**tensors, "eagle.fuse.weight": wanted["eagle.fuse.weight"].copy()}
     if set(wanted) != set(tensors) or any(wanted[n].shape != tensors[n].shape for n in wanted):
         raise SystemExit(f"error: --init {path}: tensors do not fit the {kind} heads "
                          f"{heads_config(kind, heads)}")
@@ -131,13 +146,16 @@ class CachedBatches:
     """Batches from a collect_features.py cache: sample i is window order_e[i % N] of epoch
     e = i // N (a PCG64([seed, e]) permutation)."""
 
-    def __init__(self, folder: str, seed: int):
+    def __init__(self, folder: str, seed: int, fuse_layers=()):
         from collect_features import load_cache
-        self.meta, self.tokens, self.feats = load_cache(folder)
+        self.meta, self.tokens, self.feats, self.layers = load_cache(folder)
         self.n, self.seed, self._epoch, self._order = self.meta["windows"], seed, -1, None
+        # positions of the wanted blocks in the cache's layers.f16
+        self.layer_index = [self.meta["layers"].index(v) for v in fuse_layers]
 
     def batch(self, first: int, count: int):
-        """(full tokens (count, T+1) int64, features (count, T, d) float32)."""
+        """(full tokens (count, T+1) int64, features (count, T, d) float32, residual
+        (count, T, k, d) float32 of the fused blocks or None)."""
         rows = []
         for i in range(first, first + count):
             if i // self.n != self._epoch:
@@ -146,7 +164,11 @@ class CachedBatches:
                 self._order = rng.permutation(self.n)
             rows.append(int(self._order[i % self.n]))
         full = torch.from_numpy(self.tokens[rows].astype(np.int64))
-        return full, torch.from_numpy(self.feats[rows].astype(np.float32))
+        residual = None
+        if self.layer_index:
+            residual = torch.from_numpy(
+                self.layers[rows][:, :, self.layer_index].astype(np.float32))
+        return full, torch.from_numpy(self.feats[rows].astype(np.float32)), residual
 
 
 def medusa_loss(heads, out_w, feats, full, decay: float):
@@ -162,14 +184,16 @@ def medusa_loss(heads, out_w, feats, full, decay: float):
     return total / norm, losses
 
 
-def eagle_loss(layer, out_w, embed, feats, full, args, noise_gen=None):
+def eagle_loss(layer, out_w, embed, feats, full, args, noise_gen=None, residual=None):
     """-> (loss, SmoothL1, CE). Rows t = 0..T-2: input (E[x_{t+1}], f_t), targets f_{t+1}, x_{t+2}.
+    With fusion the input feature is layer.fused(f_t, residual_t) (the verified rows' slot).
     --unroll n > 1 (training-time test, as EAGLE-3): pass k >= 2 feeds the layer its own
     previous output instead of the true feature (input at row t: g^{k-1}_{t-1}, row 0 keeps
     f_0), with the same targets, so the layer learns to draft from its own inexact features as
     it does at depth >= 2; gradients flow through the earlier passes. The loss is the mean over
     the passes; the returned SmoothL1 and CE are those of the first (teacher-forced) pass."""
-    inputs_f = feats[:, :-1]  # (B, T-1, d)
+    inputs_f = layer.fused(feats[:, :-1], None if residual is None else residual[:, :-1])
+    first_f = inputs_f[:, :1]  # (B, 1, d): row 0 of every pass reads the verified feature
     if noise_gen is not None and args.noise > 0:
         noise = torch.rand(inputs_f.shape, generator=noise_gen).to(inputs_f.device)
         inputs_f = inputs_f + (noise * 2 - 1) * args.noise
@@ -190,7 +214,7 @@ def eagle_loss(layer, out_w, embed, feats, full, args, noise_gen=None):
             ce = F.cross_entropy(logits.flatten(0, 1), full[:, 2:].flatten())
         total = total + reg + args.ce_weight * ce
         first = first or (reg, ce)
-        inputs_f = torch.cat((feats[:, :1], g[:, :-1]), dim=1)  # the next pass's inputs
+        inputs_f = torch.cat((first_f, g[:, :-1]), dim=1)  # the next pass's inputs
     return total / max(1, args.unroll), first[0], first[1]
 
 
@@ -211,7 +235,11 @@ def head_metrics(kind, heads, target, windows) -> dict:
         sums[key] = sums.get(key, 0.0) + value
     for inputs, targets in windows:
         full = torch.cat((inputs, targets[:, -1:]), dim=1)
-        feats = target_features(target, inputs)  # (1, T, d)
+        fuse_layers = getattr(heads, "fuse_layers", [])
+        if fuse_layers:
+            feats, residual = target_features_and_layers(target, inputs, fuse_layers)
+        else:
+            feats, residual = target_features(target, inputs), None  # (1, T, d)
         greedy = F.linear(feats, out_w).argmax(-1)  # (1, T): target's x_{t+1}
         n_tok = feats.shape[1]
         if kind == "medusa":
@@ -222,7 +250,8 @@ def head_metrics(kind, heads, target, windows) -> dict:
                 add(f"agree{k}", (logits.argmax(-1) == greedy[:, k + 1:]).float().mean().item())
                 add(f"agree{k}_top5", _in_top5(logits, greedy[:, k + 1:]))
         else:
-            g = heads(target.tok_embeddings(full[:, 1:-1]), feats[:, :-1])
+            g = heads(target.tok_embeddings(full[:, 1:-1]),
+                      heads.fused(feats[:, :-1], None if residual is None else residual[:, :-1]))
             logits = F.linear(g, out_w)
             add("acc", (logits.argmax(-1) == full[:, 2:]).float().mean().item())
             add("agree", (logits.argmax(-1) == greedy[:, 1:]).float().mean().item())
@@ -262,8 +291,11 @@ def main(argv=None) -> None:
     if args.kind == "medusa":
         heads = MedusaHeads(target.cfg.dim, args.medusa_heads, args.medusa_blocks)
     else:
+        if any(v >= target.cfg.n_layers for v in args.fuse_layers):
+            raise SystemExit(f"error: --fuse-layers {args.fuse_layers}: the target has "
+                             f"{target.cfg.n_layers} blocks")
         heads = EagleLayer(eagle_config(target.cfg, args.eagle_ffn, args.eagle_heads,
-                                        args.eagle_kv_heads))
+                                        args.eagle_kv_heads), args.fuse_layers)
     heads = heads.to(args.device)
     decay = [p for p in heads.parameters() if p.dim() >= 2]
     no_decay = [p for p in heads.parameters() if p.dim() < 2]
@@ -288,7 +320,7 @@ def main(argv=None) -> None:
         return
 
     if args.features:
-        cached = CachedBatches(args.features, args.seed)
+        cached = CachedBatches(args.features, args.seed, args.fuse_layers)
     else:
         stream = TrainStream(load_tokens(work_path("data", "train.bin")), args.seq_len, args.seed + 7)
     val = eval_windows(load_tokens(work_path("data", "val.bin")), args.seq_len, args.eval_windows)
@@ -314,12 +346,16 @@ def main(argv=None) -> None:
         for group in optimizer.param_groups:
             group["lr"] = lr
         if args.features:
-            full, feats = cached.batch(step * seqs_per_step, seqs_per_step)
+            full, feats, residual = cached.batch(step * seqs_per_step, seqs_per_step)
             full, feats = full.to(args.device), feats.to(args.device)  # (B, T+1), (B, T, d)
+            residual = None if residual is None else residual.to(args.device)  # (B, T, k, d)
         else:
             inputs, targets = stream.batch(step * seqs_per_step, seqs_per_step)
             full = torch.cat((inputs, targets[:, -1:]), dim=1).to(args.device)  # (B, T+1)
-            feats = target_features(target, full[:, :-1])  # (B, T, d), no grad
+            if args.fuse_layers:
+                feats, residual = target_features_and_layers(target, full[:, :-1], args.fuse_layers)
+            else:
+                feats, residual = target_features(target, full[:, :-1]), None  # (B, T, d)
         optimizer.zero_grad(set_to_none=True)
         if args.kind == "medusa":
             loss, parts = medusa_loss(heads, out_w, feats, full, args.medusa_decay)
@@ -327,7 +363,7 @@ def main(argv=None) -> None:
         else:
             # noise drawn from a generator seeded by the step: resumable and reproducible
             gen = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
-            loss, reg, ce = eagle_loss(heads, out_w, embed, feats, full, args, gen)
+            loss, reg, ce = eagle_loss(heads, out_w, embed, feats, full, args, gen, residual)
             named = {"smooth_l1": reg, "ce": ce}
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(heads.parameters(), args.grad_clip).item()
