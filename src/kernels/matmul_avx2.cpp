@@ -4,10 +4,7 @@
 // Per-row operation order (fixed for every M, tile position and thread count):
 //  - float weights: one accumulator of 8 lanes, acc = fma(w, x, acc) per 8 values in order,
 //    a zero-padded tail last; y = hsum(acc). Tiles of 2 weight rows x 4 activation rows.
-//  - Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: the in-place tiles of matmul_tiles_avx2.cpp (their own order).
-//  - other quantized weights: per 32 values, dp = madd16(maddubs(|q|, sign(a, q)), 1) (exact int32 per
-//    group of 4), acc = fma(float(dp) * d, scale, acc); for types with an additive term,
-//    c = sum over groups of 16 of min16 * s16; y = hsum(acc) + hsum(c).
+//  - every quantized type: the in-place tiles of matmul_tiles_avx2.cpp (their own order).
 #include <immintrin.h>
 
 #include <cstring>
@@ -122,73 +119,6 @@ void float_range(const RangeJob& job) {
   }
 }
 
-// y[r][o] for activation rows r0 .. r0 + R - 1 against one unpacked weight row.
-template <int R>
-void quant_tile(const UnpackedRow& u, bool has_min, const QuantizedActs& acts, int r0, float* y, int64_t n_out) {
-  const int64_t n_pad = acts.n_pad, n_lanes = n_pad / 4, n_groups = acts.n_groups_pad;
-  const int8_t* a = acts.values + r0 * n_pad;              // (R, n_pad)
-  const float* da = acts.lane_scale + r0 * n_lanes;        // (R, n_pad / 4)
-  const float* s16 = acts.sums16 + r0 * n_groups;          // (R, n_groups_pad)
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-  __m256 acc[R];
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n_pad; i += 32) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u.q + i));
-    const __m256i q_abs = _mm256_sign_epi8(q, q);
-    // scale of each group of 4 values: scale16[g] for lanes 0-3, scale16[g + 1] for lanes 4-7
-    const __m256 ws = _mm256_permutevar8x32_ps(
-        _mm256_castps128_ps256(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(u.scale16 + i / 16)))),
-        spread);
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + r * n_pad + i));
-      const __m256i p16 = _mm256_maddubs_epi16(q_abs, _mm256_sign_epi8(av, q));
-      const __m256i dp = _mm256_madd_epi16(p16, ones);
-      const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(dp), _mm256_loadu_ps(da + r * n_lanes + i / 4));
-      acc[r] = _mm256_fmadd_ps(f, ws, acc[r]);
-    }
-  }
-  if (!has_min) {
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) y[r * n_out] = hsum(acc[r]);
-    return;
-  }
-  __m256 cacc[R];
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) cacc[r] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < n_groups; g += 8) {
-    const __m256 mn = _mm256_loadu_ps(u.min16 + g);
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) cacc[r] = _mm256_fmadd_ps(mn, _mm256_loadu_ps(s16 + r * n_groups + g), cacc[r]);
-  }
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) y[r * n_out] = hsum(acc[r]) + hsum(cacc[r]);
-}
-
-void quant_range(const RangeJob& job) {
-  const WeightMatrix& w = *job.w;
-  for (int rb = 0; rb < job.M; rb += kRowBlock) {
-    const int rb_end = min_rows(job.M, rb + kRowBlock);
-    for (int64_t o = job.o_begin; o < job.o_end; ++o) {
-      const void* row = static_cast<const uint8_t*>(w.data) + o * w.row_bytes;
-      bool has_min = false;
-      if (!try_unpack_row_avx2(w.type, row, w.n_in, job.scratch, &has_min))
-        has_min = unpack_row_scalar(w.type, row, w.n_in, job.scratch);
-      for (int r0 = rb; r0 < rb_end; r0 += kTileRows) {
-        float* y = job.y + r0 * w.n_out + o;
-        switch (min_rows(kTileRows, rb_end - r0)) {
-          case 1: quant_tile<1>(job.scratch, has_min, job.acts, r0, y, w.n_out); break;
-          case 2: quant_tile<2>(job.scratch, has_min, job.acts, r0, y, w.n_out); break;
-          case 3: quant_tile<3>(job.scratch, has_min, job.acts, r0, y, w.n_out); break;
-          default: quant_tile<4>(job.scratch, has_min, job.acts, r0, y, w.n_out); break;
-        }
-      }
-    }
-  }
-}
-
 }  // namespace
 
 void matmul_range_avx2(const RangeJob& job) {
@@ -197,7 +127,9 @@ void matmul_range_avx2(const RangeJob& job) {
     case DType::F16: float_range<DType::F16>(job); break;
     case DType::BF16: float_range<DType::BF16>(job); break;
     default:
-      if (!matmul_range_tiled_avx2(job)) quant_range(job);  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: weights read in place
+      // every quantized type: weights read in place; a type without a tile would take the
+      // scalar path (correct, slow: none today)
+      if (!matmul_range_tiled_avx2(job)) matmul_range_scalar(job);
       break;
   }
 }

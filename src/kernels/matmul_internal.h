@@ -11,8 +11,8 @@
 //    with s16[g] = d * (sum of a over the 16 values of group g). Integer dot products of 4 values
 //    are exact; the float accumulation order is fixed per ISA and never depends on M.
 //
-// The common types Q8_0, Q4_K and Q6_K (and the legacy types and Q5_K on AVX2) skip the unpacked copy on the
-// SIMD paths: the tiled kernels (matmul_tiles_avx2.cpp, matmul_tiles_avx512.cpp) read the
+// On AVX2 every quantized type, on AVX-512 the common types Q8_0, Q4_K and Q6_K skip the
+// unpacked copy: the tiled kernels (matmul_tiles_avx2.cpp, matmul_tiles_avx512.cpp) read the
 // weight blocks in place, transposed so that one vector lane holds one weight row, and scale
 // each block's exact integer dot product with one float step.
 //
@@ -103,7 +103,7 @@ bool is_float_weight(DType type);
 bool matmul_range_tiled_avx512(const RangeJob& job);
 
 // The same tiles with AVX2 instructions, 8 weight rows per tile (matmul_tiles_avx2.cpp), plus
-// Q4_0, Q4_1, Q5_0, Q5_1 and Q5_K. For Q8_0, Q4_K and Q6_K the same formulas, so the same bits as
+// every other quantized type. For Q8_0, Q4_K and Q6_K the same formulas, so the same bits as
 // matmul_range_tiled_avx512.
 bool matmul_range_tiled_avx2(const RangeJob& job);
 

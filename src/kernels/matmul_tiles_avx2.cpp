@@ -1,6 +1,7 @@
-// AVX2 matmul kernels that read quantized weight blocks in place (no unpacked copy), for Q8_0,
-// Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K: the AVX2 counterpart of matmul_tiles_avx512.cpp. Compiled with the AVX2
-// flags; reached only through matmul_range_avx2. Only raw pointers cross this file's boundary.
+// AVX2 matmul kernels that read quantized weight blocks in place (no unpacked copy), for every
+// quantized type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K): the AVX2
+// counterpart of matmul_tiles_avx512.cpp. Compiled with the AVX2 flags; reached only through
+// matmul_range_avx2. Only raw pointers cross this file's boundary.
 //
 // Layout: a tile is 8 weight rows, one per 32-bit vector lane. For each block of 32 weight
 // values the 8 rows' bytes are transposed in registers into 8 vectors v[k] whose lane L holds
@@ -13,9 +14,11 @@
 //
 // maddubs multiplies unsigned by signed bytes and saturates pairs to int16, so:
 //   Q8_0: |q| times sign(a, q) (pairs <= 2 * 128 * 127, exact), then madd to int32 per k;
-//   Q4_0, Q4_1, Q4_K: nibbles 0..15, pairs <= 2 * 15 * 127; all 8 k summed in int16 (<= 30480), one madd;
+//   Q4_0, Q4_1, Q4_K: nibbles 0..15, pairs <= 2 * 15 * 127; all 8 k summed in int16 (<= 30480),
+//     one madd;
 //   Q5_0, Q5_1, Q5_K: 0..31, pairs <= 2 * 31 * 127; 4 k summed in int16 (<= 31496) per madd;
-//   Q6_K: q + 32 in 0..63, pairs <= 2 * 63 * 127; two k summed in int16 (<= 32004) per madd.
+//   Q6_K: q + 32 in 0..63, pairs <= 2 * 63 * 127; two k summed in int16 (<= 32004) per madd;
+//   Q2_K, Q3_K: q in 0..3, q + 4 in 0..7: as Q6_K (far below the bounds).
 //
 // Per (activation row r, weight row o) operation order, the same for every M, tile position
 // and thread count (lanes are independent; activation rows are processed one at a time with
@@ -28,9 +31,11 @@
 //           acc = fma(f, da_b, acc)
 //     Q6_K: S0, S1 = sum((q - 32) * a) over the two groups of 16;
 //           f = fma(float(S0), d * sc_2b, float(S1) * (d * sc_2b+1)); acc = fma(f, da_b, acc)
+//     Q3_K: the Q6_K step with q - 4 and scale - 32;  Q2_K: the same plus the two groups' min
+//           terms (see q2_k_tile)
 //   y = acc.
 // These are the AVX-512 tiles' formulas, so both paths agree to the last bit for Q8_0, Q4_K and
-// Q6_K (the AVX-512 path has no Q4_0, Q4_1, Q5_0, Q5_1 or Q5_K tile: it unpacks them).
+// Q6_K (the AVX-512 path has tiles only for those three: it unpacks the others).
 #include <immintrin.h>
 
 #include <cstring>
@@ -388,6 +393,116 @@ void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
   }
 }
 
+// ---- Q3_K: super-blocks of 110 bytes: hmask[32], qs[64], 12 bytes of packed 6-bit scales, binary16
+// d. Value i = 128n + 32p + l: low 2 bits at bits 2p of qs[32n + l], bit 2 at bit 4n + p of
+// hmask[l]; w = d * (scale_g - 32) * (u - 4), u = low | bit2 << 2 in 0..7, g = i / 16. Scale g:
+// low nibble in scales[g % 8] (high nibble for g >= 8), top 2 bits at bits 2(g / 4) of
+// scales[8 + g % 4]. As Q6_K: S0, S1 = sum((u - 4) * a) over the two groups of 16 (the -4 sum(a)
+// from neg32_sums16 / 8, exact); f = fma(float(S0), d * sc_2b, float(S1) * (d * sc_2b+1));
+// acc = fma(f, da_b, acc).
+void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
+  const __m256i two_bits = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), byte_mask = _mm256_set1_epi32(0xFF);
+  const __m256i m4 = _mm256_set1_epi32(0x0F0F0F0F), m2 = _mm256_set1_epi32(0x03030303), bias = _mm256_set1_epi32(32);
+  for (int64_t s = 0; s < n_super; ++s) {
+    const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ3_K));
+    prefetch_next(t, s);
+    __m256i x[4];  // bytes 94..109 of each block: qs[62..63], scales[0..11], d
+    load_transposed16(t, sb + 94, x);
+    const __m256 d = half_lanes(x[3], 16);
+    // aux[q] lane L: scale bytes 4q..4q+3 of row L
+    const __m256i aux0 = _mm256_or_si256(_mm256_srli_epi32(x[0], 16), _mm256_slli_epi32(x[1], 16));
+    const __m256i aux1 = _mm256_or_si256(_mm256_srli_epi32(x[1], 16), _mm256_slli_epi32(x[2], 16));
+    const __m256i aux2 = _mm256_or_si256(_mm256_srli_epi32(x[2], 16), _mm256_slli_epi32(x[3], 16));
+    __m256i sc[4];  // sc[q] lane L byte j: 6-bit scale 4q + j of row L (stored + 32)
+    sc[0] = _mm256_or_si256(_mm256_and_si256(aux0, m4), _mm256_slli_epi32(_mm256_and_si256(aux2, m2), 4));
+    sc[1] = _mm256_or_si256(_mm256_and_si256(aux1, m4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(aux2, 2), m2), 4));
+    sc[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(aux0, 4), m4),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(aux2, 4), m2), 4));
+    sc[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(aux1, 4), m4),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(aux2, 6), m2), 4));
+    __m256i hm[8];  // hm[k] lane L: hmask bytes 4k..4k+3 of row L
+    load_transposed16(t, sb, hm);
+    load_transposed16(t, sb + 16, hm + 4);
+    #pragma GCC unroll 2
+    for (int n = 0; n < 2; ++n) {
+      __m256i qs[8];
+      load_transposed16(t, sb + 32 + 32 * n, qs);
+      load_transposed16(t, sb + 48 + 32 * n, qs + 4);
+      #pragma GCC unroll 4
+      for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
+        __m256i v[8];
+        #pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs[k], 2 * part), two_bits);
+          const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm[k], 4 * n + part), one), 2);
+          v[k] = _mm256_or_si256(low, high);
+        }
+        const int g0 = 8 * n + 2 * part;
+        const __m256 ws0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(
+            _mm256_and_si256(_mm256_srli_epi32(sc[g0 / 4], 8 * (g0 % 4)), byte_mask), bias)));
+        const __m256 ws1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(
+            _mm256_and_si256(_mm256_srli_epi32(sc[(g0 + 1) / 4], 8 * ((g0 + 1) % 4)), byte_mask), bias)));
+        const int64_t b = 8 * s + 4 * n + part;
+        for (int r = 0; r < rb.R; ++r) {
+          const int8_t* a = rb.values(r) + 32 * b;
+          const __m256i s0 = six_bit_group_dot(v, a, _mm256_set1_epi32(rb.neg32_sum16(r, 2 * b) / 8));
+          const __m256i s1 = six_bit_group_dot(v + 4, a + 16, _mm256_set1_epi32(rb.neg32_sum16(r, 2 * b + 1) / 8));
+          const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), ws0, _mm256_mul_ps(_mm256_cvtepi32_ps(s1), ws1));
+          acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(rb.da(r, b)), acc[r]);
+        }
+      }
+    }
+  }
+}
+
+// ---- Q2_K: super-blocks of 84 bytes: scales[16] (4-bit scale | 4-bit min << 4 per group of 16),
+// qs[64] (2-bit values packed as Q3_K's low bits), binary16 d, dmin; w = d * sc_g * q - dmin * m_g.
+// S0, S1 = sum(q * a) over the two groups of 16, n0, n1 = their sums of a (exact integers from
+// neg32_sums16 / -32); f = fma(-dmin * m_2b, n0, fma(-dmin * m_2b+1, n1, fma(float(S0), d * sc_2b,
+// float(S1) * (d * sc_2b+1)))); acc = fma(f, da_b, acc).
+void q2_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
+  const __m256i two_bits = _mm256_set1_epi8(3), nibble = _mm256_set1_epi32(0xF);
+  for (int64_t s = 0; s < n_super; ++s) {
+    const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ2_K));
+    prefetch_next(t, s);
+    __m256i scb[4];  // scb[q] lane L byte j: scales[4q + j] of row L
+    load_transposed16(t, sb, scb);
+    const __m256i dm = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.rows[0] + sb + 80), t.offset, 1);
+    const __m256 d = half_lanes(dm, 0);
+    const __m256 neg_dmin = _mm256_sub_ps(_mm256_setzero_ps(), half_lanes(dm, 16));
+    #pragma GCC unroll 2
+    for (int n = 0; n < 2; ++n) {
+      __m256i qs[8];
+      load_transposed16(t, sb + 16 + 32 * n, qs);
+      load_transposed16(t, sb + 32 + 32 * n, qs + 4);
+      #pragma GCC unroll 4
+      for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
+        __m256i v[8];
+        #pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) v[k] = _mm256_and_si256(_mm256_srli_epi16(qs[k], 2 * part), two_bits);
+        const int g0 = 8 * n + 2 * part;
+        const __m256i byte0 = _mm256_srli_epi32(scb[g0 / 4], 8 * (g0 % 4));
+        const __m256i byte1 = _mm256_srli_epi32(scb[(g0 + 1) / 4], 8 * ((g0 + 1) % 4));
+        const __m256 ws0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(byte0, nibble)));
+        const __m256 ws1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(byte1, nibble)));
+        const __m256 wm0 = _mm256_mul_ps(neg_dmin, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(byte0, 4), nibble)));
+        const __m256 wm1 = _mm256_mul_ps(neg_dmin, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(byte1, 4), nibble)));
+        const int64_t b = 8 * s + 4 * n + part;
+        for (int r = 0; r < rb.R; ++r) {
+          const int8_t* a = rb.values(r) + 32 * b;
+          const __m256i s0 = six_bit_group_dot(v, a, _mm256_setzero_si256());
+          const __m256i s1 = six_bit_group_dot(v + 4, a + 16, _mm256_setzero_si256());
+          const float n0 = static_cast<float>(rb.neg32_sum16(r, 2 * b) / -32);
+          const float n1 = static_cast<float>(rb.neg32_sum16(r, 2 * b + 1) / -32);
+          __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), ws0, _mm256_mul_ps(_mm256_cvtepi32_ps(s1), ws1));
+          f = _mm256_fmadd_ps(wm0, _mm256_set1_ps(n0), _mm256_fmadd_ps(wm1, _mm256_set1_ps(n1), f));
+          acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(rb.da(r, b)), acc[r]);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool matmul_range_tiled_avx2(const RangeJob& job) {
@@ -395,7 +510,7 @@ bool matmul_range_tiled_avx2(const RangeJob& job) {
   const DType type = w.type;
   const bool blocks32 = type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 ||
                         type == DType::Q5_1;
-  if (!blocks32 && type != DType::Q4_K && type != DType::Q5_K && type != DType::Q6_K) return false;
+  if (!blocks32 && type != DType::Q2_K && type != DType::Q3_K && type != DType::Q4_K && type != DType::Q5_K && type != DType::Q6_K) return false;
   __m256 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 8 outputs
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
@@ -410,6 +525,8 @@ bool matmul_range_tiled_avx2(const RangeJob& job) {
         case DType::Q4_1: legacy_tile<false, true>(t, w.n_in / 32, rb, acc); break;
         case DType::Q5_0: legacy_tile<true, false>(t, w.n_in / 32, rb, acc); break;
         case DType::Q5_1: legacy_tile<true, true>(t, w.n_in / 32, rb, acc); break;
+        case DType::Q2_K: q2_k_tile(t, w.n_in / 256, rb, acc); break;
+        case DType::Q3_K: q3_k_tile(t, w.n_in / 256, rb, acc); break;
         case DType::Q4_K: q45_k_tile<false>(t, w.n_in / 256, rb, acc); break;
         case DType::Q5_K: q45_k_tile<true>(t, w.n_in / 256, rb, acc); break;
         default: q6_k_tile(t, w.n_in / 256, rb, acc); break;
