@@ -102,6 +102,12 @@ inline void load_transposed16(const Tile& t, int64_t off, __m256i* y) {
   y[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
+// The 32 bytes at offset `off` of every row, transposed: y[k] lane L = bytes 4k..4k+3 of row L.
+inline void load_transposed32(const Tile& t, int64_t off, __m256i* y) {
+  load_transposed16(t, off, y);
+  load_transposed16(t, off + 16, y + 4);
+}
+
 // 8 binary16 values, one per lane, from the low (shift 0) or high (shift 16) half of each dword.
 inline __m256 half_lanes(__m256i h, int shift) {
   h = shift == 0 ? _mm256_and_si256(h, _mm256_set1_epi32(0xFFFF)) : _mm256_srli_epi32(h, 16);
@@ -159,8 +165,7 @@ void q8_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* acc)
     const int64_t off = b * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
     prefetch_next(t, b);
     __m256i v[8], v_abs[8];
-    load_transposed16(t, off + 2, v);
-    load_transposed16(t, off + 18, v + 4);
+    load_transposed32(t, off + 2, v);
     #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) v_abs[k] = _mm256_sign_epi8(v[k], v[k]);  // |q| as u8 (-128 -> 128)
     const __m256 d = gather_half(t, off, 0);
@@ -294,14 +299,12 @@ void q45_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc)
                                          _mm256_and_si256(_mm256_srli_epi32(h[2], 2), m45));
     __m256i qh[8];  // Q5_K: qh[k] lane L = qh bytes 4k..4k+3 of row L (values 4k..4k+3 of each sub-block)
     if constexpr (kFiveBit) {
-      load_transposed16(t, sb + 16, qh);
-      load_transposed16(t, sb + 32, qh + 4);
+      load_transposed32(t, sb + 16, qh);
     }
     #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {  // 64 values: sub-blocks 2j (low nibbles) and 2j + 1 (high)
       __m256i raw[8];
-      load_transposed16(t, sb + kQsOffset + 32 * j, raw);
-      load_transposed16(t, sb + kQsOffset + 16 + 32 * j, raw + 4);
+      load_transposed32(t, sb + kQsOffset + 32 * j, raw);
       #pragma GCC unroll 2
       for (int half = 0; half < 2; ++half) {
         const int sub = 2 * j + half;
@@ -352,12 +355,9 @@ void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
     #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       __m256i ql_a[8], ql_c[8], qh[8];
-      load_transposed16(t, sb + 64 * n, ql_a);
-      load_transposed16(t, sb + 64 * n + 16, ql_a + 4);
-      load_transposed16(t, sb + 64 * n + 32, ql_c);
-      load_transposed16(t, sb + 64 * n + 48, ql_c + 4);
-      load_transposed16(t, sb + 128 + 32 * n, qh);
-      load_transposed16(t, sb + 144 + 32 * n, qh + 4);
+      load_transposed32(t, sb + 64 * n, ql_a);
+      load_transposed32(t, sb + 64 * n + 32, ql_c);
+      load_transposed32(t, sb + 128 + 32 * n, qh);
       #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
         __m256i v[8];
@@ -421,13 +421,11 @@ void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
     sc[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(aux1, 4), m4),
                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(aux2, 6), m2), 4));
     __m256i hm[8];  // hm[k] lane L: hmask bytes 4k..4k+3 of row L
-    load_transposed16(t, sb, hm);
-    load_transposed16(t, sb + 16, hm + 4);
+    load_transposed32(t, sb, hm);
     #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       __m256i qs[8];
-      load_transposed16(t, sb + 32 + 32 * n, qs);
-      load_transposed16(t, sb + 48 + 32 * n, qs + 4);
+      load_transposed32(t, sb + 32 + 32 * n, qs);
       #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
         __m256i v[8];
@@ -473,8 +471,7 @@ void q2_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
     #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       __m256i qs[8];
-      load_transposed16(t, sb + 16 + 32 * n, qs);
-      load_transposed16(t, sb + 32 + 32 * n, qs + 4);
+      load_transposed32(t, sb + 16 + 32 * n, qs);
       #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
         __m256i v[8];
