@@ -121,6 +121,12 @@ inline __m256 gather_half(const Tile& t, int64_t off, int shift) {
   return half_lanes(_mm256_i32gather_epi32(reinterpret_cast<const int*>(t.rows[0] + off), t.offset, 1), shift);
 }
 
+// Byte g % 4 of packed[g / 4] in every lane, as an int32 (per-row bytes such as sub-block
+// scales, transposed 4 per lane).
+inline __m256i lane_byte(const __m256i* packed, int g) {
+  return _mm256_and_si256(_mm256_srli_epi32(packed[g / 4], 8 * (g % 4)), _mm256_set1_epi32(0xFF));
+}
+
 // The 4 activation bytes at a, in every lane.
 inline __m256i bcast4(const int8_t* a) {
   int32_t v;
@@ -401,7 +407,7 @@ void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
 // from neg32_sums16 / 8, exact); f = fma(float(S0), d * sc_2b, float(S1) * (d * sc_2b+1));
 // acc = fma(f, da_b, acc).
 void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
-  const __m256i two_bits = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), byte_mask = _mm256_set1_epi32(0xFF);
+  const __m256i two_bits = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
   const __m256i m4 = _mm256_set1_epi32(0x0F0F0F0F), m2 = _mm256_set1_epi32(0x03030303), bias = _mm256_set1_epi32(32);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ3_K));
@@ -436,10 +442,8 @@ void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
           v[k] = _mm256_or_si256(low, high);
         }
         const int g0 = 8 * n + 2 * part;
-        const __m256 ws0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(
-            _mm256_and_si256(_mm256_srli_epi32(sc[g0 / 4], 8 * (g0 % 4)), byte_mask), bias)));
-        const __m256 ws1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(
-            _mm256_and_si256(_mm256_srli_epi32(sc[(g0 + 1) / 4], 8 * ((g0 + 1) % 4)), byte_mask), bias)));
+        const __m256 ws0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(lane_byte(sc, g0), bias)));
+        const __m256 ws1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(lane_byte(sc, g0 + 1), bias)));
         const int64_t b = 8 * s + 4 * n + part;
         for (int r = 0; r < rb.R; ++r) {
           const int8_t* a = rb.values(r) + 32 * b;
@@ -478,8 +482,7 @@ void q2_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
         #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) v[k] = _mm256_and_si256(_mm256_srli_epi16(qs[k], 2 * part), two_bits);
         const int g0 = 8 * n + 2 * part;
-        const __m256i byte0 = _mm256_srli_epi32(scb[g0 / 4], 8 * (g0 % 4));
-        const __m256i byte1 = _mm256_srli_epi32(scb[(g0 + 1) / 4], 8 * ((g0 + 1) % 4));
+        const __m256i byte0 = lane_byte(scb, g0), byte1 = lane_byte(scb, g0 + 1);
         const __m256 ws0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(byte0, nibble)));
         const __m256 ws1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(byte1, nibble)));
         const __m256 wm0 = _mm256_mul_ps(neg_dmin, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(byte0, 4), nibble)));
