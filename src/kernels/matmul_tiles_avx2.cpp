@@ -399,6 +399,14 @@ void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
   }
 }
 
+// v[k] = the 2-bit values 4k..4k+3 of part `part` (0..3) of 128 packed values: bits 2 part of
+// each byte of qs[k] (Q2_K's values, Q3_K's low bits).
+inline void two_bit_values(const __m256i* qs, int part, __m256i* v) {
+  const __m256i two_bits = _mm256_set1_epi8(3);
+  #pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) v[k] = _mm256_and_si256(_mm256_srli_epi16(qs[k], 2 * part), two_bits);
+}
+
 // ---- Q3_K: super-blocks of 110 bytes: hmask[32], qs[64], 12 bytes of packed 6-bit scales, binary16
 // d. Value i = 128n + 32p + l: low 2 bits at bits 2p of qs[32n + l], bit 2 at bit 4n + p of
 // hmask[l]; w = d * (scale_g - 32) * (u - 4), u = low | bit2 << 2 in 0..7, g = i / 16. Scale g:
@@ -407,7 +415,7 @@ void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
 // from neg32_sums16 / 8, exact); f = fma(float(S0), d * sc_2b, float(S1) * (d * sc_2b+1));
 // acc = fma(f, da_b, acc).
 void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
-  const __m256i two_bits = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  const __m256i one = _mm256_set1_epi8(1);
   const __m256i m4 = _mm256_set1_epi32(0x0F0F0F0F), m2 = _mm256_set1_epi32(0x03030303), bias = _mm256_set1_epi32(32);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ3_K));
@@ -435,12 +443,10 @@ void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
       #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
         __m256i v[8];
+        two_bit_values(qs, part, v);
         #pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) {
-          const __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs[k], 2 * part), two_bits);
-          const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm[k], 4 * n + part), one), 2);
-          v[k] = _mm256_or_si256(low, high);
-        }
+        for (int k = 0; k < 8; ++k)  // | bit 4n + part of the hmask byte, as bit 2
+          v[k] = _mm256_or_si256(v[k], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm[k], 4 * n + part), one), 2));
         const int g0 = 8 * n + 2 * part;
         const __m256 ws0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(lane_byte(sc, g0), bias)));
         const __m256 ws1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(lane_byte(sc, g0 + 1), bias)));
@@ -463,7 +469,7 @@ void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
 // neg32_sums16 / -32); f = fma(-dmin * m_2b, n0, fma(-dmin * m_2b+1, n1, fma(float(S0), d * sc_2b,
 // float(S1) * (d * sc_2b+1)))); acc = fma(f, da_b, acc).
 void q2_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
-  const __m256i two_bits = _mm256_set1_epi8(3), nibble = _mm256_set1_epi32(0xF);
+  const __m256i nibble = _mm256_set1_epi32(0xF);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ2_K));
     prefetch_next(t, s);
@@ -479,8 +485,7 @@ void q2_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
       #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
         __m256i v[8];
-        #pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) v[k] = _mm256_and_si256(_mm256_srli_epi16(qs[k], 2 * part), two_bits);
+        two_bit_values(qs, part, v);
         const int g0 = 8 * n + 2 * part;
         const __m256i byte0 = lane_byte(scb, g0), byte1 = lane_byte(scb, g0 + 1);
         const __m256 ws0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(byte0, nibble)));
