@@ -43,6 +43,7 @@ struct DraftModelOptions {
   int tree_nodes = 0;
   int tree_width = 2;
   int tree_depth = 5;
+  float tree_rank_temperature = 1.0f;  // greedy: ranking temperature (spec/tree_expand.h)
   ChildRule tree_rule = ChildRule::Deterministic;  // how children are drawn (and verified)
   PlantedBug bug = PlantedBug::None;  // testing hook: QRecomputedAfter, TransformOnPOnly
 };

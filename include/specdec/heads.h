@@ -79,15 +79,25 @@ class EagleLayer {
   // or a drafted g). out (N, n_embd) = g_t. want_logits/want_features are ignored.
   // Validates the batch (Error) before touching the cache. Cost: fc + one block over N rows.
   void forward(const Batch& batch, const float* inputs, KvCache& cache, float* out);
+  // A reduced draft vocabulary (eagle.draft_vocab, docs/HEADS.md): the token ids, ascending,
+  // the layer may draft; empty for the whole vocabulary.
+  const std::vector<Token>& draft_vocab() const { return draft_vocab_; }
+  // logits (n_rows, n_vocab) = Output(g) for g (n_rows, n_embd): the target's output head, or
+  // with a draft vocabulary its rows only (bit for bit the full head's values there) and -inf
+  // elsewhere, so the draft never proposes another token. Cost: one pass over the target's
+  // output matrix, or over |draft vocab| of its rows (copied at load).
+  void draft_logits(const float* g, int n_rows, float* logits);
 
  private:
   explicit EagleLayer(Transformer& target);
   struct Weights;
+  static void load_draft_vocab(EagleLayer& layer, Weights& weights);
   Transformer& target_;
   ModelConfig config_;
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<Weights> weights_;
   std::vector<int32_t> fuse_layers_;  // target blocks fused with f_t, or empty
+  std::vector<Token> draft_vocab_;    // ascending token ids the layer drafts, or empty: all
 };
 
 }  // namespace specdec

@@ -57,8 +57,17 @@ class MedusaDrafter : public Drafter {
 struct EagleOptions {
   int n_ctx = 0;          // the layer's cache length (0: its context length)
   int tree_nodes = 0;     // node budget (0: the decoder's K); capped by the decoder's K
-  int tree_width = 2;     // 1: a chain
+  int tree_width = 2;     // greedy: children per node and paths per level (1: a chain)
+  // Sampling: the same, 1 by default. Sampled children cannot be pruned after drawing, so a
+  // tree splits a small node budget into shallow levels: on the tuning split (docs/HEADS.md)
+  // chains gave 2.25 / 2.17 tokens per pass at K = 4 and T = 1, width-2 trees 1.96 / 1.97.
+  int sampled_tree_width = 1;
   int tree_depth = 5;
+  // Greedy: children and paths ranked at this temperature (spec/tree_expand.h). With a fixed
+  // budget 0.5 drafted 1-4% longer on the demo corpus's tuning split (a layer trained on the
+  // target's soft distribution is under-confident about its top token), but with adaptive K
+  // (the default) it drafted less: docs/HEADS.md. Hence 1 by default.
+  float tree_rank_temperature = 1.0f;
   ChildRule tree_rule = ChildRule::WithoutReplacement;  // how children are drawn when sampling
   PlantedBug bug = PlantedBug::None;  // testing hook: TransformOnPOnly
 };

@@ -164,6 +164,9 @@ class Transformer {
   // The output head on hidden states h (n_rows, n_embd) -> logits (n_rows, n_vocab), no norm:
   // on a feature it reproduces the row's logits bit for bit. Cost: one pass over output.weight.
   void output_head(const float* h, int n_rows, float* logits);
+  // The output head's (n_vocab, n_embd) matrix: a view into the mapping (the embeddings when
+  // tied), valid while the model lives. For heads that score a subset of its rows.
+  const WeightMatrix& output_matrix() const;
 
   // Convenience: a fresh cache sized n_ctx (0: the model's context length).
   KvCache new_cache(int n_ctx = 0) const;

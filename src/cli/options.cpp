@@ -20,8 +20,11 @@ void EngineCliOptions::add_to(CLI::App* cmd, bool model_required) {
   cmd->add_option("--ngram-order", ngram_order, "n-gram drafter: longest order (orders 2..N)");
   cmd->add_option("--lookup-cache", lookup_cache, "persistent n-gram statistics file (loaded, then saved at exit)");
   cmd->add_option("--tree-nodes", tree_nodes, "token trees of at most N nodes with any drafter (0: chains, or --draft-max with --spec tree)");
-  cmd->add_option("--tree-width", tree_width, "tree: children per node / paths expanded per level / lookup branches");
+  cmd->add_option("--tree-width", tree_width,
+                  "tree: children per node / paths expanded per level / lookup branches (0: the drafters' defaults: 2, and chains for EAGLE when sampling)");
   cmd->add_option("--tree-depth", tree_depth, "tree: deepest level");
+  cmd->add_option("--tree-rank-temp", tree_rank_temperature,
+                  "greedy trees: rank children and paths at this draft temperature (0: the default, 1; docs/HEADS.md)");
   cmd->add_option("-c,--ctx-size", n_ctx, "context length (0: the model's)");
   cmd->add_option("-t,--threads", n_threads, "threads (0: physical cores)");
 }
@@ -49,6 +52,7 @@ EngineOptions EngineCliOptions::to_engine_options() const {
   o.tree_nodes = tree_nodes;
   o.tree_width = tree_width;
   o.tree_depth = tree_depth;
+  o.tree_rank_temperature = tree_rank_temperature;
   o.n_ctx = n_ctx;
   o.n_threads = n_threads;
   return o;

@@ -42,9 +42,11 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   // --tree-nodes N with any drafter. The node budget is the decoder's draft_max.
   const bool tree = method_ == SpecMethod::Tree || options.tree_nodes > 0;
   const int tree_nodes = options.tree_nodes > 0 ? options.tree_nodes : options.spec.draft_max;
-  if (tree && (options.tree_width < 1 || options.tree_depth < 1))
+  if (options.tree_width < 0 || (tree && options.tree_depth < 1))
     throw Error("--tree-width " + std::to_string(options.tree_width) + " and --tree-depth " +
-                std::to_string(options.tree_depth) + " must be >= 1");
+                std::to_string(options.tree_depth) + " must be >= 0 and >= 1 (width 0: the drafters' defaults)");
+  if (!(options.tree_rank_temperature >= 0.0f))
+    throw Error("--tree-rank-temp " + std::to_string(options.tree_rank_temperature) + " must be >= 0 (0: the drafter's default)");
   const bool needs_draft = method_ == SpecMethod::Draft || method_ == SpecMethod::Hybrid ||
                            (method_ == SpecMethod::Tree && !options.draft_path.empty());
   if (needs_draft && options.draft_path.empty())
@@ -83,7 +85,7 @@ std::unique_ptr<Drafter> Engine::make_drafter(SpecMethod method, std::shared_ptr
   const int tree_nodes = options.tree_nodes > 0 ? options.tree_nodes : options.spec.draft_max;
   ModelFreeOptions model_free = options.model_free;
   if (tree) {
-    model_free.tree_width = std::max(2, options.tree_width);
+    model_free.tree_width = std::max(2, options.tree_width);  // 0: 2
     model_free.tree_depth = options.tree_depth;
   }
   auto draft_model_drafter = [&]() -> std::unique_ptr<Drafter> {
@@ -94,8 +96,9 @@ std::unique_ptr<Drafter> Engine::make_drafter(SpecMethod method, std::shared_ptr
     draft_options.n_ctx = std::min(n_ctx_, draft_model_->config().n_ctx_train);
     draft_options.n_vocab_target = target_->config().n_vocab;
     draft_options.tree_nodes = tree ? tree_nodes : 0;
-    draft_options.tree_width = options.tree_width;
+    if (options.tree_width > 0) draft_options.tree_width = options.tree_width;
     draft_options.tree_depth = options.tree_depth;
+    if (options.tree_rank_temperature > 0.0f) draft_options.tree_rank_temperature = options.tree_rank_temperature;
     if (tree) draft_options.tree_rule = ChildRule::WithoutReplacement;
     return std::make_unique<DraftModelDrafter>(*draft_model_, draft_options);
   };
@@ -112,8 +115,9 @@ std::unique_ptr<Drafter> Engine::make_drafter(SpecMethod method, std::shared_ptr
       EagleOptions eagle_options;
       eagle_options.n_ctx = std::min(n_ctx_, eagle_->config().n_ctx_train);
       eagle_options.tree_nodes = options.tree_nodes;
-      eagle_options.tree_width = options.tree_width;
+      if (options.tree_width > 0) eagle_options.tree_width = eagle_options.sampled_tree_width = options.tree_width;
       eagle_options.tree_depth = options.tree_depth;
+      if (options.tree_rank_temperature > 0.0f) eagle_options.tree_rank_temperature = options.tree_rank_temperature;
       drafter = std::make_unique<EagleDrafter>(*target_, *eagle_, eagle_options);
       break;
     }

@@ -1,5 +1,8 @@
 // model/heads_eagle.cpp — loading and running the EAGLE draft layer (docs/HEADS.md).
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "model/batch_plan.h"
@@ -20,12 +23,45 @@ struct EagleLayer::Weights {
   BlockScratch scratch;          // activations, reused across calls
   std::vector<float> fc_in;      // (N, 2 * n_embd)
   std::vector<float> rope;       // (N, n_rot)
+  // Reduced draft vocabulary: the target output matrix's rows of the draft ids, copied.
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> draft_head_bytes;  // (n_draft, row_bytes), 64-byte aligned
+  WeightMatrix draft_head;                // (n_draft, n_embd) over draft_head_bytes
+  std::vector<float> draft_scores;        // (N, n_draft)
 };
 
 EagleLayer::EagleLayer(Transformer& target) : target_(target) {}
 EagleLayer::~EagleLayer() = default;
 
 const std::string& EagleLayer::path() const { return gguf_->path(); }
+
+// eagle.draft_vocab: ascending ids in [0, n_vocab), at least one; copies their output rows.
+void EagleLayer::load_draft_vocab(EagleLayer& layer, Weights& w) {
+  const std::string& path = layer.gguf_->path();
+  const std::vector<int32_t> ids = layer.gguf_->get_i32_array("eagle.draft_vocab");
+  const int n_vocab = layer.config_.n_vocab;
+  if (ids.empty()) throw Error(path + ": eagle.draft_vocab is empty (omit the key for the whole vocabulary)");
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= n_vocab || (i > 0 && ids[i] <= ids[i - 1])) {
+      throw Error(path + ": eagle.draft_vocab holds " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
+                  ": expected ascending, distinct token ids in [0, " + std::to_string(n_vocab) + ")");
+    }
+  }
+  layer.draft_vocab_.assign(ids.begin(), ids.end());
+  const WeightMatrix& output = layer.target_.output_matrix();
+  const size_t n_bytes = (ids.size() * output.row_bytes + 63) / 64 * 64;
+  w.draft_head_bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, n_bytes)));
+  if (!w.draft_head_bytes) throw Error(path + ": out of memory for the draft vocabulary's " + std::to_string(n_bytes) + " bytes");
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::memcpy(w.draft_head_bytes.get() + i * output.row_bytes,
+                static_cast<const uint8_t*>(output.data) + static_cast<size_t>(ids[i]) * output.row_bytes, output.row_bytes);
+  }
+  w.draft_head = output;
+  w.draft_head.data = w.draft_head_bytes.get();
+  w.draft_head.n_out = static_cast<int64_t>(ids.size());
+}
 
 std::unique_ptr<EagleLayer> EagleLayer::load(const std::string& path, Transformer& target) {
   std::unique_ptr<EagleLayer> layer(new EagleLayer(target));
@@ -76,6 +112,7 @@ std::unique_ptr<EagleLayer> EagleLayer::load(const std::string& path, Transforme
     w->fuse = matrix(g, "eagle.fuse.weight", static_cast<int64_t>(layer->feature_width()), c.n_embd);
     expected.insert("eagle.fuse.weight");
   }
+  if (g.has("eagle.draft_vocab")) load_draft_vocab(*layer, *w);
   for (const char* name : {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
                            "ffn_down"}) {
     expected.insert(std::string("blk.0.") + name + ".weight");
@@ -92,6 +129,21 @@ void EagleLayer::fuse(const float* verified, int n_rows, float* out) {
     return;
   }
   if (n_rows > 0) matmul(weights_->fuse, verified, n_rows, out, &target_.pool());
+}
+
+void EagleLayer::draft_logits(const float* g, int n_rows, float* logits) {
+  if (n_rows <= 0) return;
+  if (draft_vocab_.empty()) {
+    target_.output_head(g, n_rows, logits);
+    return;
+  }
+  const size_t n_vocab = static_cast<size_t>(config_.n_vocab), n_draft = draft_vocab_.size();
+  float* scores = sized(weights_->draft_scores, static_cast<size_t>(n_rows) * n_draft);
+  matmul(weights_->draft_head, g, n_rows, scores, &target_.pool());
+  std::fill(logits, logits + static_cast<size_t>(n_rows) * n_vocab, -std::numeric_limits<float>::infinity());
+  for (size_t r = 0; r < static_cast<size_t>(n_rows); ++r) {
+    for (size_t i = 0; i < n_draft; ++i) logits[r * n_vocab + static_cast<size_t>(draft_vocab_[i])] = scores[r * n_draft + i];
+  }
 }
 
 KvCache EagleLayer::new_cache(int n_ctx) const {

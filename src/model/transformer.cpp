@@ -136,6 +136,8 @@ void Transformer::embed(Token token, float* dst) const {
   weights_->embed(token, dst);
 }
 
+const WeightMatrix& Transformer::output_matrix() const { return weights_->output; }
+
 void Transformer::output_head(const float* h, int n_rows, float* logits) {
   if (n_rows > 0) matmul(weights_->output, h, n_rows, logits, pool_.get());
 }

@@ -42,6 +42,8 @@ DraftModelDrafter::DraftModelDrafter(Transformer& draft_model, const DraftModelO
                 std::to_string(options_.tree_depth) + " must be >= 1");
   }
   if (options_.n_vocab_target < 0) throw Error("n_vocab_target " + std::to_string(options_.n_vocab_target));
+  if (!(options_.tree_rank_temperature > 0.0f))
+    throw Error("tree rank temperature " + std::to_string(options_.tree_rank_temperature) + " must be > 0");
 }
 
 void DraftModelDrafter::forward_chain(std::span<const Token> tokens, bool want_last, std::vector<float>* last_logits) {

@@ -67,6 +67,7 @@ Draft DraftModelDrafter::propose_tree(std::span<const Token> context, int n_max,
   SPECDEC_CHECK(cache_.size() == n_ctx_tokens, "draft tree: cache does not hold the context");
   TreeExpandOptions shape;
   shape.width = options_.tree_width;
+  shape.rank_temperature = options_.tree_rank_temperature;
   // At most width * (depth - 1) nodes are forwarded: near the end of the cache the tree is shallower.
   shape.depth = std::min(options_.tree_depth, 1 + (cache_.capacity() - n_ctx_tokens) / options_.tree_width);
   shape.budget = std::min(options_.tree_nodes, n_max);

@@ -19,10 +19,13 @@ constexpr uint64_t kEagleStream = 0xEA61E5EED0F7EA75ULL;  // drafter Rng = seed 
 EagleDrafter::EagleDrafter(Transformer& target, EagleLayer& layer, const EagleOptions& options)
     : target_(target), layer_(layer), options_(options), cache_(layer.new_cache(options.n_ctx)) {
   if (options_.tree_nodes < 0) throw Error("EAGLE tree_nodes " + std::to_string(options_.tree_nodes) + " must be >= 0");
-  if (options_.tree_width < 1 || options_.tree_depth < 1) {
-    throw Error("EAGLE tree width " + std::to_string(options_.tree_width) + " and depth " +
+  if (options_.tree_width < 1 || options_.sampled_tree_width < 1 || options_.tree_depth < 1) {
+    throw Error("EAGLE tree width " + std::to_string(options_.tree_width) + ", sampled width " +
+                std::to_string(options_.sampled_tree_width) + " and depth " +
                 std::to_string(options_.tree_depth) + " must be >= 1");
   }
+  if (!(options_.tree_rank_temperature > 0.0f))
+    throw Error("EAGLE tree rank temperature " + std::to_string(options_.tree_rank_temperature) + " must be > 0");
 }
 
 void EagleDrafter::begin(std::span<const Token> prompt) {
@@ -106,7 +109,7 @@ std::vector<std::vector<float>> EagleDrafter::forward_level(const Draft& draft, 
   }
   layer_.forward(batch_, inputs.data(), cache_, out.data());
   std::vector<float> logits(nodes.size() * static_cast<size_t>(n_vocab));  // (rows, n_vocab)
-  target_.output_head(out.data(), static_cast<int>(nodes.size()), logits.data());
+  layer_.draft_logits(out.data(), static_cast<int>(nodes.size()), logits.data());
   std::vector<std::vector<float>> result;
   for (size_t r = 0; r < nodes.size(); ++r) {
     std::copy(out.begin() + static_cast<std::ptrdiff_t>(r * n_embd), out.begin() + static_cast<std::ptrdiff_t>((r + 1) * n_embd),
@@ -127,7 +130,8 @@ Draft EagleDrafter::propose(std::span<const Token> context, int n_max, const Sam
   // Entries 0..n-2 and the forwarded tree nodes (at most tree_width per level below the
   // deepest) must fit in the layer's cache.
   const int room = cache_.capacity() - (n - 1);
-  const int depth = room < 0 ? 0 : std::min(options_.tree_depth, room / options_.tree_width + 1);
+  const int width = sampling.greedy() ? options_.tree_width : options_.sampled_tree_width;
+  const int depth = room < 0 ? 0 : std::min(options_.tree_depth, room / width + 1);
   Draft draft;
   if (n < 2 || n_max <= 0 || depth < 1 || features_.size() < static_cast<size_t>(n - 1) * layer_.feature_width()) {
     draft_seconds_ += now_seconds() - t0;
@@ -135,12 +139,13 @@ Draft EagleDrafter::propose(std::span<const Token> context, int n_max, const Sam
   }
   root_g_ = sync(context);
   std::vector<float> root_logits(static_cast<size_t>(target_.config().n_vocab));  // (n_vocab)
-  target_.output_head(root_g_.data(), 1, root_logits.data());
+  layer_.draft_logits(root_g_.data(), 1, root_logits.data());
   TreeExpandOptions tree;
-  tree.width = options_.tree_width;
+  tree.width = width;
   tree.depth = depth;
   tree.budget = options_.tree_nodes > 0 ? options_.tree_nodes : n_max;
   tree.rule = options_.tree_rule;
+  tree.rank_temperature = options_.tree_rank_temperature;
   tree.p_min = p_min_;
   tree.bug = options_.bug;
   node_slot_.clear();

@@ -16,6 +16,7 @@ struct Frontier {
   SparseDist q;       // the transformed distribution after the node (children are drawn from it)
   SparseDist expand;  // the one ranking children (q, or q at temperature 1 under greedy)
   SparseDist record;  // the q recorded on the children (q; planted bug: untransformed)
+  float top_prob;     // the highest probability of the draft at temperature 1 (greedy) or of q
 };
 
 // The n_max best nodes of `tree` by score (ties: shallower, then earlier), parents first.
@@ -52,8 +53,12 @@ Draft expand_tree(std::span<const float> root_logits, std::span<const Token> con
   const bool deterministic = sampling.greedy() || options.rule == ChildRule::Deterministic;
   const ChildRule pick = deterministic ? ChildRule::Deterministic : options.rule;
   int budget = std::min(options.budget, n_max);
-  SamplingParams ranking = sampling;  // greedy: rank children at temperature 1
-  if (sampling.greedy()) ranking.temperature = 1.0f;
+  if (!(options.rank_temperature > 0.0f))
+    throw Error("tree: rank temperature " + std::to_string(options.rank_temperature) + " must be > 0");
+  SamplingParams plain = sampling;  // greedy: the draft's own distribution, at temperature 1
+  if (sampling.greedy()) plain.temperature = 1.0f;
+  SamplingParams ranking = plain;  // greedy: children ranked at the rank temperature
+  if (sampling.greedy()) ranking.temperature = options.rank_temperature;
   SamplingParams raw;  // planted TransformOnPOnly: q recorded as the plain softmax
   raw.temperature = 1.0f;
   raw.top_k = 0;
@@ -63,20 +68,29 @@ Draft expand_tree(std::span<const float> root_logits, std::span<const Token> con
     std::vector<Token> history(context.begin(), context.end());
     const std::vector<Token> path = path_tokens(draft, node);
     history.insert(history.end(), path.begin(), path.end());
-    Frontier f{node, make_distribution(logits, sampling, history), {}, {}};
+    Frontier f{node, make_distribution(logits, sampling, history), {}, {}, 0.0f};
     f.expand = sampling.greedy() ? make_distribution(logits, ranking, history) : f.q;
     f.record = options.bug == PlantedBug::TransformOnPOnly ? make_distribution(logits, raw, history) : f.q;
+    if (options.p_min > 0.0f) {
+      const bool recalibrated = sampling.greedy() && options.rank_temperature != 1.0f;
+      const SparseDist at_one = recalibrated ? make_distribution(logits, plain, history) : SparseDist{};
+      const SparseDist& confidence = recalibrated ? at_one : f.expand;
+      f.top_prob = *std::max_element(confidence.probs.begin(), confidence.probs.end());
+    }
     return f;
   };
 
   std::vector<Frontier> frontier = {frontier_of(root_logits, -1)};
   std::vector<double> score;  // (n_nodes) path probability
   const int limit = deterministic ? n_max : budget;
-  for (int depth = 1; depth <= options.depth && limit > 0 && !frontier.empty(); ++depth) {
+  // Deterministic trees keep the n_max best nodes, an ancestor-closed set (a child never scores
+  // above its parent, and ties go to the shallower): no node deeper than n_max can be kept.
+  const int deepest = deterministic ? std::min(options.depth, n_max) : options.depth;
+  for (int depth = 1; depth <= deepest && limit > 0 && !frontier.empty(); ++depth) {
     std::vector<int> level;  // nodes added at this depth
     for (const Frontier& f : frontier) {
       if (!deterministic && budget <= 0) break;
-      if (options.p_min > 0.0f && *std::max_element(f.expand.probs.begin(), f.expand.probs.end()) < options.p_min) continue;
+      if (options.p_min > 0.0f && f.top_prob < options.p_min) continue;
       const int n_children = deterministic ? options.width : std::min(options.width, budget);
       const double parent_score = f.node < 0 ? 1.0 : score[static_cast<size_t>(f.node)];
       for (Token x : choose_children(f.expand, n_children, pick, rng)) {
@@ -85,15 +99,17 @@ Draft expand_tree(std::span<const float> root_logits, std::span<const Token> con
         --budget;
       }
     }
-    if (depth == options.depth || level.empty() || (!deterministic && budget <= 0)) break;
+    if (depth == deepest || level.empty() || (!deterministic && budget <= 0)) break;
     std::stable_sort(level.begin(), level.end(),
                      [&](int a, int b) { return score[static_cast<size_t>(a)] > score[static_cast<size_t>(b)]; });
     level.resize(std::min(level.size(), static_cast<size_t>(options.width)));
     if (deterministic && draft.size() >= n_max) {
-      // Deeper nodes score at most their parent: stop when none could enter the n_max best.
+      // Deeper nodes score at most their parent: a node scoring below the n_max-th best has no
+      // descendant that could be kept, so it is not expanded (level is sorted, best first).
       std::vector<double> sorted = score;
       std::nth_element(sorted.begin(), sorted.begin() + (n_max - 1), sorted.end(), std::greater<double>());
-      if (score[static_cast<size_t>(level.front())] < sorted[static_cast<size_t>(n_max - 1)]) break;
+      while (!level.empty() && score[static_cast<size_t>(level.back())] < sorted[static_cast<size_t>(n_max - 1)]) level.pop_back();
+      if (level.empty()) break;
     }
     const std::vector<std::vector<float>> logits = level_logits(draft, level);
     SPECDEC_CHECK(logits.size() == level.size(), "tree: level logits for " + std::to_string(logits.size()) + " of " +

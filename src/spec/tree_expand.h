@@ -21,6 +21,12 @@ struct TreeExpandOptions {
   int budget = 8;       // sampled children: nodes drawn in all (deterministic: n_max best kept)
   ChildRule rule = ChildRule::WithoutReplacement;  // how children are drawn under sampling
   float p_min = 0.0f;   // nodes whose top draft probability is below this are not expanded
+  // Greedy only: children and paths are ranked by softmax(logits / rank_temperature), a
+  // calibration of the draft's confidence to the chance that the target's argmax agrees (a
+  // draft trained on the target's soft distribution is under-confident about its top token;
+  // docs/HEADS.md). It never changes which token is a node's best child, nor p_min's test
+  // (always at temperature 1).
+  float rank_temperature = 1.0f;
   PlantedBug bug = PlantedBug::None;  // testing hook: TransformOnPOnly records q untransformed
 };
 
@@ -33,8 +39,9 @@ using LevelLogits = std::function<std::vector<std::vector<float>>(const Draft& d
 // never scores above its parent, so they form a tree); exact because the tree is a deterministic
 // function of the context. Sampled children: each node's child count is fixed before drawing
 // and nothing is pruned afterwards, q[i] = make_distribution(parent's logits, sampling, history)
-// is the distribution node i was drawn from (draft.rule = options.rule). Cost: `depth` calls
-// of level_logits over at most `width` nodes each.
+// is the distribution node i was drawn from (draft.rule = options.rule). Cost: at most
+// depth - 1 calls of level_logits (deterministic: min(depth, n_max) - 1) over at most `width`
+// nodes each; deterministic trees skip nodes that can no longer enter the n_max best.
 Draft expand_tree(std::span<const float> root_logits, std::span<const Token> context, int n_max,
                   const SamplingParams& sampling, const TreeExpandOptions& options, Rng& rng,
                   const LevelLogits& level_logits);

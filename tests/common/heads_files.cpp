@@ -96,6 +96,7 @@ void write_random_eagle(const std::string& path, const Transformer& target, cons
   b.f32("eagle.rope.freq_base", 10000.0f);
   b.u32("eagle.context_length", static_cast<uint32_t>(spec.n_ctx));
   b.u32("eagle.block_count", 1);
+  if (!spec.draft_vocab.empty() || spec.write_empty_draft_vocab) b.i32_array("eagle.draft_vocab", spec.draft_vocab);
   const float w_in = spec.scale / std::sqrt(static_cast<float>(n_embd));
   b.tensor("eagle.fc.weight", {2 * n_embd, n_embd}, 0.0f, spec.scale / std::sqrt(static_cast<float>(2 * n_embd)));
   b.tensor("eagle.fc.bias", {n_embd}, 0.0f, 0.1f * spec.scale);

@@ -44,6 +44,9 @@ struct EagleFileSpec {
   // tensors equal those of the same spec without fusion): empty = none.
   std::vector<int32_t> fuse_layers;
   bool fuse_selects_final = false;  // fuse = [0 .. 0 I]: the unfused layer's feature slot
+  // eagle.draft_vocab (a reduced draft vocabulary, written as given): empty = none.
+  std::vector<int32_t> draft_vocab;
+  bool write_empty_draft_vocab = false;  // an empty eagle.draft_vocab (malformed)
   HeadsFileFaults faults;
 };
 

@@ -80,7 +80,13 @@ TEST(EngineSpec, TreeMethodGreedyEqualsPlainWithAndWithoutADraftModel) {
 TEST(EngineSpec, TreeOptionsAreChecked) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
   EngineOptions o = options_for(model, "tree");
+  o.tree_width = -1;  // 0 means the drafters' defaults
+  EXPECT_THROW(Engine{o}, Error);
   o.tree_width = 0;
+  o.tree_depth = 0;
+  EXPECT_THROW(Engine{o}, Error);
+  o.tree_depth = 5;
+  o.tree_rank_temperature = -0.5f;  // 0 means the drafter's default
   EXPECT_THROW(Engine{o}, Error);
   EXPECT_THROW(parse_spec_method("trees"), Error);
   EXPECT_EQ(parse_spec_method("tree"), SpecMethod::Tree);

@@ -18,13 +18,17 @@ struct HeadsFiles {
   // eagle_select's fuse matrix selects f_t, its other tensors equal eagle's.
   std::string eagle_fused, eagle_select;
   std::vector<int32_t> fuse_layers;
+  // eagle's tensors with a reduced draft vocabulary (eagle.draft_vocab = draft_vocab).
+  std::string eagle_vocab;
+  std::vector<int32_t> draft_vocab;
 };
 
 // Random heads for the model at target_path (written once per name).
 inline HeadsFiles heads_for(const std::string& target_path, const std::string& name, uint64_t seed) {
   auto target = load_single_threaded(target_path);
   HeadsFiles f{temp_dir() + "/" + name + "_medusa.gguf", temp_dir() + "/" + name + "_eagle.gguf",
-               temp_dir() + "/" + name + "_eagle_fused.gguf", temp_dir() + "/" + name + "_eagle_select.gguf", {}};
+               temp_dir() + "/" + name + "_eagle_fused.gguf", temp_dir() + "/" + name + "_eagle_select.gguf", {},
+               temp_dir() + "/" + name + "_eagle_vocab.gguf", {}};
   MedusaFileSpec medusa;
   medusa.n_heads = 4;
   medusa.seed = seed;
@@ -48,6 +52,12 @@ inline HeadsFiles heads_for(const std::string& target_path, const std::string& n
   fused.seed = seed + 2;
   fused.fuse_layers = f.fuse_layers;
   write_random_eagle(f.eagle_fused, *target, fused);
+  // Two ids in three (0, 2, 3, 5, 6, ..): the other third can never be drafted.
+  for (int32_t id = 0; id < target->config().n_vocab; ++id)
+    if (id % 3 != 1) f.draft_vocab.push_back(id);
+  EagleFileSpec reduced = eagle;
+  reduced.draft_vocab = f.draft_vocab;
+  write_random_eagle(f.eagle_vocab, *target, reduced);
   return f;
 }
 

@@ -18,6 +18,7 @@
 #include "spec/tree_expand.h"
 #include "specdec/acceptance.h"
 #include "specdec/draft_model.h"
+#include "specdec/error.h"
 #include "specdec/rng.h"
 #include "specdec/speculative.h"
 
@@ -109,6 +110,74 @@ TEST(TreeExpand, ExpandsTheMostProbablePathsOfEachLevel) {
   EXPECT_EQ(s.size(), 3);
   EXPECT_EQ(s.q.size(), 3u);
   EXPECT_EQ(node_depths(s), (std::vector<int32_t>{1, 1, 2}));
+}
+
+TEST(TreeExpand, ForwardsOnlyNodesThatCanBeKept) {
+  const std::vector<Token> context = {1};
+  const SamplingParams greedy = greedy_params();
+  TreeExpandOptions o;
+  o.width = 2;
+  o.depth = 3;
+  Rng rng(1);
+  // n_max 1: no node deeper than 1 can be kept, so nothing is forwarded.
+  PathTable one = hand_made();
+  EXPECT_EQ(expand_tree(one.at({}), context, 1, greedy, o, rng, one.level_logits()).tokens, (std::vector<Token>{1}));
+  EXPECT_TRUE(one.calls.empty());
+  // n_max 3: level 2's best two are 2.5 (.36) and 1.3 (.3), but the third best node so far
+  // scores .36, so 1.3 and its subtree cannot be kept: only 2.5 is forwarded.
+  PathTable three = hand_made();
+  const Draft kept = expand_tree(three.at({}), context, 3, greedy, o, rng, three.level_logits());
+  EXPECT_EQ(kept.tokens, (std::vector<Token>{1, 2, 5}));
+  ASSERT_EQ(three.calls.size(), 2u);
+  EXPECT_EQ(three.calls[1], (std::vector<int>{4}));
+}
+
+TEST(TreeExpand, RankTemperatureSharpensTheConfidenceOfGreedyPaths) {
+  // At temperature 0.5 the table's probabilities become root 1 .69 / 2 .31, after 2: 5 .99,
+  // after 1.3: 8 .84. Level 2 then holds 1.3 (.35), 1.4 (.35), 2.5 (.30): the two children of
+  // the confident first token are expanded, not 2.5 as at temperature 1.
+  const std::vector<Token> context = {1};
+  const SamplingParams greedy = greedy_params();
+  TreeExpandOptions o;
+  o.width = 2;
+  o.depth = 3;
+  o.rank_temperature = 0.5f;
+  Rng rng(1);
+  PathTable table = hand_made();
+  const Draft all = expand_tree(table.at({}), context, 20, greedy, o, rng, table.level_logits());
+  EXPECT_NO_THROW(validate_draft(all));
+  ASSERT_EQ(table.calls.size(), 2u);
+  EXPECT_EQ(table.calls[1], (std::vector<int>{2, 3}));  // 1.3 and 1.4
+
+  // Budget 5: 1 (.69), 1.3 (.35), 1.4 (.35), 1.4.15 (.35), 2 (.31); 2.5 (.30) is left out.
+  PathTable again = hand_made();
+  const Draft five = expand_tree(again.at({}), context, 5, greedy, o, rng, again.level_logits());
+  EXPECT_EQ(five.tokens, (std::vector<Token>{1, 2, 3, 4, 15}));
+  EXPECT_EQ(five.parent, (std::vector<int32_t>{-1, -1, 0, 0, 3}));
+
+  // The best child of each node is the same at any temperature: chains do not change.
+  PathTable chain = hand_made();
+  o.width = 1;
+  EXPECT_EQ(expand_tree(chain.at({}), context, 20, greedy, o, rng, chain.level_logits()).tokens,
+            (std::vector<Token>{1, 3, 8}));
+
+  // p_min tests the temperature-1 probability. At 0.55, 1 (top .5 after it) is not expanded
+  // and 2 is; at 0.65 not even the root is (.6 at temperature 1, though .69 at 0.5). (2.6 is
+  // not drawn: the ranking distribution is the sampling transform at the rank temperature, and
+  // greedy_params' min_p 0.05 cuts 6's .012 against 5's .988.)
+  o.width = 2;
+  o.p_min = 0.55f;
+  PathTable gate = hand_made();
+  const Draft gated = expand_tree(gate.at({}), context, 20, greedy, o, rng, gate.level_logits());
+  EXPECT_EQ(gated.tokens, (std::vector<Token>{1, 2, 5, 7}));
+  EXPECT_EQ(gated.parent, (std::vector<int32_t>{-1, -1, 1, 2}));
+  o.p_min = 0.65f;
+  PathTable root_gate = hand_made();
+  EXPECT_EQ(expand_tree(root_gate.at({}), context, 20, greedy, o, rng, root_gate.level_logits()).size(), 0);
+
+  o.rank_temperature = 0.0f;
+  PathTable bad = hand_made();
+  EXPECT_THROW(expand_tree(bad.at({}), context, 20, greedy, o, rng, bad.level_logits()), Error);
 }
 
 // Passes everything through to the real drafter and records each verdict's path.

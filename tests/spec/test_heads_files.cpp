@@ -3,12 +3,15 @@
 // are Errors naming the file and the offending item.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "spec/heads_setup.h"
 #include "specdec/error.h"
 #include "specdec/heads_drafter.h"
+#include "specdec/rng.h"
 
 namespace specdec {
 namespace {
@@ -149,6 +152,46 @@ TEST(HeadsFiles, MalformedEagleFilesAreClearErrors) {
   const std::string path = testing::temp_dir() + "/heads_bad_eagle_heads.gguf";
   testing::write_random_eagle(path, *target, heads3);
   expect_error([&] { EagleLayer::load(path, *target); }, {path, "head_count 3"}, "eagle head count");
+}
+
+// eagle.draft_vocab: the layer scores its ids with the target's output rows (bit for bit the
+// full head's values) and gives every other id -inf; malformed lists name the file and value.
+TEST(HeadsFiles, EagleDraftVocabulary) {
+  auto target = testing::load_single_threaded(testing::tiny_trio().target);
+  const auto& files = testing::tiny_heads();
+  auto layer = EagleLayer::load(files.eagle_vocab, *target);
+  ASSERT_EQ(layer->draft_vocab(), std::vector<Token>(files.draft_vocab.begin(), files.draft_vocab.end()));
+  EXPECT_TRUE(EagleLayer::load(files.eagle, *target)->draft_vocab().empty());
+  const int n_vocab = target->config().n_vocab, n_embd = target->config().n_embd;
+  const uint64_t seed = testing::test_seed("HeadsFiles.EagleDraftVocabulary");
+  Rng rng(seed);
+  for (int n_rows : {1, 3, 9}) {
+    std::vector<float> g(static_cast<size_t>(n_rows * n_embd));  // (n_rows, n_embd)
+    for (float& v : g) v = static_cast<float>(rng.uniform() * 2.0 - 1.0);
+    std::vector<float> full(static_cast<size_t>(n_rows * n_vocab)), reduced(full.size());  // (n_rows, n_vocab)
+    target->output_head(g.data(), n_rows, full.data());
+    layer->draft_logits(g.data(), n_rows, reduced.data());
+    for (int r = 0; r < n_rows; ++r) {
+      for (int id = 0; id < n_vocab; ++id) {
+        const size_t i = static_cast<size_t>(r * n_vocab + id);
+        if (id % 3 != 1) {
+          ASSERT_EQ(std::memcmp(&reduced[i], &full[i], sizeof(float)), 0) << "row " << r << " id " << id;
+        } else {
+          ASSERT_EQ(reduced[i], -std::numeric_limits<float>::infinity()) << "row " << r << " id " << id;
+        }
+      }
+    }
+  }
+  struct Bad { std::vector<int32_t> ids; std::string message; };
+  for (const Bad& bad : {Bad{{3, 1}, "holds 1 at index 1"}, Bad{{2, 2}, "holds 2 at index 1"},
+                         Bad{{0, n_vocab}, "holds " + std::to_string(n_vocab)}, Bad{{-1, 4}, "holds -1"}, Bad{{}, "is empty"}}) {
+    testing::EagleFileSpec spec;
+    spec.draft_vocab = bad.ids;
+    spec.write_empty_draft_vocab = bad.ids.empty();
+    const std::string path = testing::temp_dir() + "/heads_bad_eagle_vocab.gguf";
+    testing::write_random_eagle(path, *target, spec);
+    expect_error([&] { EagleLayer::load(path, *target); }, {path, "eagle.draft_vocab", bad.message}, bad.message);
+  }
 }
 
 TEST(HeadsFiles, MedusaChoicesAreValidated) {

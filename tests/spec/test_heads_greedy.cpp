@@ -3,6 +3,7 @@
 // the target's true features, and the stories260K fixture with random heads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -166,7 +167,7 @@ TEST(HeadsGreedy, EagleMatchesPlainDecodingOverTreeShapes) {
   for (const std::string& path : {testing::micro_trio().target, testing::tiny_trio().target}) {
     auto target = testing::load_single_threaded(path);
     const auto& files = path == testing::micro_trio().target ? testing::micro_heads() : testing::tiny_heads();
-    for (const std::string& file : {files.eagle, files.eagle_fused}) {
+    for (const std::string& file : {files.eagle, files.eagle_fused, files.eagle_vocab}) {
       auto layer = EagleLayer::load(file, *target);
       const auto prompts = random_prompts(seed + 1, target->config().n_vocab, 8);
       struct Shape { int width, depth, nodes, k; };
@@ -177,11 +178,70 @@ TEST(HeadsGreedy, EagleMatchesPlainDecodingOverTreeShapes) {
         options.tree_nodes = s.nodes;
         EagleDrafter drafter(*target, *layer, options);
         expect_greedy_identical(*target, drafter, fixed_k(s.k), prompts, 20,
-                                std::string(layer->fuse_layers().empty() ? "eagle" : "fused eagle") + " width " +
+                                std::string(layer->fuse_layers().empty() ? "eagle" : "fused eagle") +
+                                    (layer->draft_vocab().empty() ? "" : " (draft vocab)") + " width " +
                                     std::to_string(s.width) + " depth " + std::to_string(s.depth) +
                                     " K=" + std::to_string(s.k) + " vocab " + std::to_string(target->config().n_vocab));
       }
     }
+  }
+}
+
+// Records how many drafts branch (some node with two children) and how many nodes were drafted.
+class BranchCounter : public testing::ForwardingDrafter {
+ public:
+  using ForwardingDrafter::ForwardingDrafter;
+  Draft propose(std::span<const Token> context, int n_max, const SamplingParams& sampling) override {
+    Draft draft = ForwardingDrafter::propose(context, n_max, sampling);
+    std::vector<int> children(static_cast<size_t>(draft.size()) + 1, 0);  // (n_nodes + 1), root last
+    for (int32_t parent : draft.parent) ++children[parent < 0 ? children.size() - 1 : static_cast<size_t>(parent)];
+    n_branching += *std::max_element(children.begin(), children.end()) > 1 ? 1 : 0;
+    n_nodes += draft.size();
+    drafted.insert(drafted.end(), draft.tokens.begin(), draft.tokens.end());
+    return draft;
+  }
+  int n_branching = 0, n_nodes = 0;
+  std::vector<Token> drafted;  // every drafted token
+};
+
+// EagleOptions: greedy proposals are width-2 trees, sampled ones chains unless
+// sampled_tree_width says otherwise.
+TEST(HeadsTrees, EagleBranchesWhenGreedyAndDraftsChainsWhenSampling) {
+  auto target = testing::load_single_threaded(testing::tiny_trio().target);
+  auto layer = EagleLayer::load(testing::tiny_heads().eagle, *target);
+  const SamplingParams t1 = testing::t1_params(testing::test_seed("HeadsTrees.EagleWidth"));
+  struct Case { const char* name; SamplingParams sampling; int sampled_width; bool branches; };
+  for (const Case& c : {Case{"greedy", greedy_params(), 1, true}, Case{"t1 default", t1, 1, false},
+                        Case{"t1 sampled width 2", t1, 2, true}}) {
+    EagleOptions options;
+    ASSERT_EQ(options.tree_width, 2);
+    ASSERT_EQ(options.sampled_tree_width, 1);
+    options.sampled_tree_width = c.sampled_width;
+    EagleDrafter eagle(*target, *layer, options);
+    BranchCounter counter(eagle);
+    SpeculativeDecoder spec(*target, &counter, fixed_k(6));
+    generate(spec, {1, 5, 9, 13}, c.sampling, 30);
+    EXPECT_GT(counter.n_nodes, 0) << c.name;
+    EXPECT_EQ(counter.n_branching > 0, c.branches) << c.name << ": " << counter.n_branching << " branching drafts";
+  }
+}
+
+// A layer with eagle.draft_vocab drafts its ids only, greedy or sampling (trees and chains).
+TEST(HeadsTrees, EagleDraftsOnlyItsDraftVocabulary) {
+  auto target = testing::load_single_threaded(testing::tiny_trio().target);
+  auto layer = EagleLayer::load(testing::tiny_heads().eagle_vocab, *target);
+  const std::vector<Token> vocab = layer->draft_vocab();
+  ASSERT_FALSE(vocab.empty());
+  const SamplingParams t1 = testing::t1_params(testing::test_seed("HeadsTrees.EagleDraftVocab"));
+  for (const SamplingParams& sampling : {greedy_params(), t1}) {
+    EagleOptions options;
+    options.sampled_tree_width = 2;
+    EagleDrafter eagle(*target, *layer, options);
+    BranchCounter counter(eagle);
+    SpeculativeDecoder spec(*target, &counter, fixed_k(6));
+    generate(spec, {1, 5, 9, 13}, sampling, 30);
+    ASSERT_GT(counter.drafted.size(), 10u);
+    for (Token x : counter.drafted) EXPECT_TRUE(std::binary_search(vocab.begin(), vocab.end(), x)) << "drafted " << x;
   }
 }
 

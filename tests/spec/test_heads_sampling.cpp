@@ -1,7 +1,7 @@
 // Self-speculation drafters under speculative SAMPLING: with a tiny random target over an
 // 8-token vocabulary and random heads, the first 3 generated tokens follow the target's exact
 // distribution (chi-square over all 512 sequences) for Medusa trees and EAGLE chains/trees under
-// every child rule (also EAGLE-3 style fused layers), at temperature 1 and at 0.7 with
+// every child rule (also EAGLE-3 style fused layers and a reduced draft vocabulary), at temperature 1 and at 0.7 with
 // top-k/top-p. Planted bugs are REJECTED.
 #include <gtest/gtest.h>
 
@@ -33,6 +33,7 @@ struct Setup {
   // Builds the drafter for the micro target (heads loaded once per family).
   std::function<std::unique_ptr<Drafter>(Transformer&, MedusaHeads&, EagleLayer&)> make;
   bool fused = false;  // EAGLE: the layer with EAGLE-3 style fusion (micro_heads().eagle_fused)
+  bool reduced_vocab = false;  // EAGLE: the layer with a draft vocabulary (micro_heads().eagle_vocab)
 };
 
 Setup medusa(const std::string& name, SamplingParams s, std::vector<std::vector<int>> choices, PlantedBug bug = PlantedBug::None) {
@@ -45,17 +46,17 @@ Setup medusa(const std::string& name, SamplingParams s, std::vector<std::vector<
 }
 
 Setup eagle(const std::string& name, SamplingParams s, int width, ChildRule rule, PlantedBug bug = PlantedBug::None,
-            bool fused = false) {
+            bool fused = false, bool reduced_vocab = false) {
   return {name, s, 6, false,
           [width, rule, bug](Transformer& t, MedusaHeads&, EagleLayer& l) {
             EagleOptions o;
-            o.tree_width = width;
+            o.tree_width = o.sampled_tree_width = width;
             o.tree_depth = 3;
             o.tree_rule = rule;
             o.bug = bug;
             return std::unique_ptr<Drafter>(new EagleDrafter(t, l, o));
           },
-          fused};
+          fused, reduced_vocab};
 }
 
 void check_family(const std::vector<Setup>& setups, bool expect_pass, const char* test_name) {
@@ -63,12 +64,13 @@ void check_family(const std::vector<Setup>& setups, bool expect_pass, const char
   auto heads = MedusaHeads::load(testing::micro_heads().medusa, *target);
   auto layer = EagleLayer::load(testing::micro_heads().eagle, *target);
   auto fused_layer = EagleLayer::load(testing::micro_heads().eagle_fused, *target);
+  auto vocab_layer = EagleLayer::load(testing::micro_heads().eagle_vocab, *target);
   const uint64_t seed = testing::test_seed(test_name);
   const double threshold = kFamilyAlpha / static_cast<double>(setups.size());
   for (size_t i = 0; i < setups.size(); ++i) {
     const Setup& setup = setups[i];
     const auto exact = testing::exact_first_three(*target, setup.sampling, kPrompt);
-    auto drafter = setup.make(*target, *heads, setup.fused ? *fused_layer : *layer);
+    auto drafter = setup.make(*target, *heads, setup.fused ? *fused_layer : setup.reduced_vocab ? *vocab_layer : *layer);
     SpecConfig config;
     config.draft_max = setup.k;
     config.adaptive = setup.adaptive;
@@ -129,6 +131,16 @@ TEST(HeadsSampling, FusedEagleFirstThreeTokensMatchExactTarget) {
                 eagle("fused t1 deterministic", plain_t1(), 3, ChildRule::Deterministic, PlantedBug::None, true),
                 eagle("fused t1.6 chain", hot(), 1, ChildRule::IndependentWithReplacement, PlantedBug::None, true)},
                true, "HeadsSampling.FusedEagle");
+}
+
+// A draft vocabulary gives q = 0 outside it: the target's other tokens come only from the
+// residual distribution, which must still give the exact target distribution.
+TEST(HeadsSampling, DraftVocabularyEagleFirstThreeTokensMatchExactTarget) {
+  check_family({eagle("draft vocab t1 chain", plain_t1(), 1, ChildRule::IndependentWithReplacement, PlantedBug::None, false, true),
+                eagle("draft vocab t1 without replacement", plain_t1(), 2, ChildRule::WithoutReplacement, PlantedBug::None, false, true),
+                eagle("draft vocab t0.7 topk topp deterministic", truncated_t07(), 2, ChildRule::Deterministic, PlantedBug::None,
+                      false, true)},
+               true, "HeadsSampling.DraftVocabEagle");
 }
 
 TEST(HeadsSamplingPlantedBugs, AreRejected) {

@@ -11,6 +11,10 @@ for prompts with newlines). From the demo corpus's held-out split (work/corpus/f
   self_repeat.jsonl    a ~1,600-byte passage followed by its own first ~200 bytes, so the
                        continuation repeats the passage (input-repetitive, extreme)
   random_text.jsonl    40 random identifiers (seeded): non-repetitive
+  tune_short.jsonl     like code_short and code_continue, from 27 other validation files of at
+  tune_continue.jsonl  least 3,000 bytes (none of the above): the TUNING split, on which
+                       drafter settings are chosen (EAGLE's rank temperature and sampled tree
+                       width, docs/HEADS.md) so the benchmark prompts stay held out
 """
 import argparse
 import json
@@ -48,6 +52,18 @@ def main() -> None:
         passage = text[:text.rfind("\n", 0, 1600) + 1]
         repeated.append(passage + passage[:passage.find("\n", 200) + 1])
     write("self_repeat.jsonl", repeated)
+    tune_short, tune_continue = [], []
+    first_long = [p for p in files if len(open(p, encoding="utf-8").read()) >= 6000][:6]  # code_*
+    for path in files:
+        text = open(path, encoding="utf-8").read()
+        if len(text) < 3000 or path in first_long or path in files[6:10]:
+            continue
+        tune_short.append("\n".join(text.split("\n")[:8]) + "\n")
+        tune_continue.append(text[:text.rfind("\n", 0, 1200) + 1])
+        if len(tune_short) >= 30:
+            break
+    write("tune_short.jsonl", tune_short)
+    write("tune_continue.jsonl", tune_continue)
     rng = random.Random(7)
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789_"
     write("random_text.jsonl", [" ".join("".join(rng.choice(alphabet) for _ in range(rng.randint(2, 9)))

@@ -10,6 +10,12 @@ not cover weights: heads trained on another checkpoint of the same preset load w
 so export from the checkpoint the GGUF was made from (general.name records the target step).
 Matrices are F32 (default; medusa ~1 MB, eagle ~3.8 MB for the demo target) or F16; biases
 and norm weights are always F32.
+
+EAGLE, --draft-vocab N: writes eagle.draft_vocab, the N most frequent token ids of
+--draft-vocab-tokens (default: work/data/teacher_gen.bin, the target's own sampled text, since
+the layer drafts what the target writes; ties: lower id), so each drafted level scores N rows
+of the output head instead of all (docs/HEADS.md "A reduced draft vocabulary"). Prints the
+share of those tokens the subset covers.
 """
 import argparse
 import os
@@ -101,7 +107,7 @@ def target_fingerprint(path: str) -> str:
 
 def export_heads(kind: str, tensors: dict, config: dict, fingerprint: str, path: str,
                  weight_type: str = "f32", name: str = "specdec-heads",
-                 tree_choices: str = "") -> None:
+                 tree_choices: str = "", draft_vocab=None) -> None:
     """tensors: {gguf name: float32 numpy array (numpy order)}; config: the head config."""
     matrix_type = {"f32": gw.GGML_F32, "f16": gw.GGML_F16}[weight_type]
     w = gw.GgufWriter()
@@ -125,6 +131,8 @@ def export_heads(kind: str, tensors: dict, config: dict, fingerprint: str, path:
         w.add("eagle.block_count", gw.T_UINT32, 1)
         if config.get("fuse_layers"):  # EAGLE-3 style fusion (docs/HEADS.md)
             w.add("eagle.fuse_layers", gw.T_ARRAY, config["fuse_layers"], gw.T_UINT32)
+        if draft_vocab is not None:  # ascending token ids (docs/HEADS.md)
+            w.add("eagle.draft_vocab", gw.T_ARRAY, [int(t) for t in draft_vocab], gw.T_INT32)
     w.add("specdec.target.fingerprint", gw.T_STRING, fingerprint)
     for tensor_name, array in tensors.items():
         w.add_tensor(tensor_name, array, matrix_type if array.ndim == 2 else gw.GGML_F32)
@@ -163,8 +171,18 @@ def gguf_tensors(kind: str, heads) -> dict:
     return out
 
 
+def most_frequent_tokens(token_files: list, n: int, n_vocab: int):
+    """(ascending ids of the n most frequent tokens, the share of all tokens they cover)."""
+    import numpy as np
+    counts = np.zeros(n_vocab, dtype=np.int64)
+    for path in token_files:
+        counts += np.bincount(np.memmap(path, dtype=np.uint16, mode="r"), minlength=n_vocab)[:n_vocab]
+    order = sorted(range(n_vocab), key=lambda t: (-int(counts[t]), t))[:n]
+    return sorted(order), float(counts[order].sum()) / max(1, int(counts.sum()))
+
+
 def export_checkpoint(heads_path: str, target_gguf: str, out: str, weight_type: str = "f32",
-                      tree_choices: str = ""):
+                      tree_choices: str = "", draft_vocab=None):
     from heads_model import load_heads  # torch only for the CLI path
     kind, heads, state = load_heads(heads_path)
     meta = read_metadata_raw(target_gguf)
@@ -175,7 +193,8 @@ def export_checkpoint(heads_path: str, target_gguf: str, out: str, weight_type: 
         raise ValueError(f"{heads_path}: heads of width {dim}, target {target_gguf} has {n_embd}")
     export_heads(kind, gguf_tensors(kind, heads), state["config"], target_fingerprint(target_gguf),
                  out, weight_type, name=f"{kind} heads (step {state['step']}) for {name}",
-                 tree_choices=tree_choices if kind == "medusa" else "")
+                 tree_choices=tree_choices if kind == "medusa" else "",
+                 draft_vocab=draft_vocab if kind == "eagle" else None)
     return kind
 
 
@@ -187,12 +206,25 @@ def main() -> None:
     parser.add_argument("--type", choices=("f32", "f16"), default="f32")
     parser.add_argument("--tree-choices", default="", help="medusa: the tuned tree, or @FILE "
                         "(tune_medusa_tree.py's output)")
+    parser.add_argument("--draft-vocab", type=int, default=0,
+                        help="eagle: draft only the N most frequent tokens (0: the whole vocabulary)")
+    parser.add_argument("--draft-vocab-tokens", default=os.path.join(os.environ.get("SPECDEC_TRAIN_WORK") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "work"),
+                                             "data", "teacher_gen.bin"),
+                        help="comma-separated uint16 token files counted for --draft-vocab")
     args = parser.parse_args()
     tree = args.tree_choices
     if tree.startswith("@"):
         with open(tree[1:], encoding="utf-8") as f:
             tree = f.read().strip()
-    kind = export_checkpoint(args.heads, args.target_gguf, args.out, args.type, tree)
+    draft_vocab = None
+    if args.draft_vocab > 0:
+        n_vocab = len(read_metadata_raw(args.target_gguf)["tokenizer.ggml.tokens"])
+        if args.draft_vocab > n_vocab:
+            raise ValueError(f"--draft-vocab {args.draft_vocab} exceeds the target's vocabulary of {n_vocab}")
+        draft_vocab, covered = most_frequent_tokens(args.draft_vocab_tokens.split(","), args.draft_vocab, n_vocab)
+        print(f"draft vocabulary: {len(draft_vocab)} of {n_vocab} tokens, covering {covered:.4f} of "
+              f"{args.draft_vocab_tokens}")
+    kind = export_checkpoint(args.heads, args.target_gguf, args.out, args.type, tree, draft_vocab)
     print(f"wrote {args.out} ({kind}, {os.path.getsize(args.out)} bytes, fingerprint "
           f"{target_fingerprint(args.target_gguf)})")
 
