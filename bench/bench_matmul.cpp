@@ -1,5 +1,5 @@
 // specdec_microbench: matmul throughput for the 1B shape's matrices per weight type and M,
-// attention of M chained rows over a 512- and a 4096-key cache (1B shape), the verify cost
+// attention of M chained rows over a 512- and a 4096-key cache (1B shape; F32 and F16 K/V), the verify cost
 // curve c(M) = time(M) / time(1) of each, and the machine's read bandwidth.
 //
 //   specdec_microbench [--threads=N] [--benchmark_filter=REGEX] [--benchmark_min_time=0.2s]
@@ -121,8 +121,8 @@ void bm_matmul(benchmark::State& state, DType type, int64_t n_out, int64_t n_in,
 }
 
 // Attention of M chained rows (a verify chain: row r also sees rows 0..r-1 as extras) over a
-// cached prefix of n_prefix keys, 1B shape (32 heads, 8 kv heads, head_dim 64), f32 K/V.
-void bm_attention(benchmark::State& state, int n_prefix, int M) {
+// cached prefix of n_prefix keys, 1B shape (32 heads, 8 kv heads, head_dim 64), F32 or F16 K/V.
+void bm_attention(benchmark::State& state, int n_prefix, int M, DType kv_type) {
   const AttentionShape shape{32, 8, 64};
   const size_t kv_stride = static_cast<size_t>(shape.n_kv_heads) * shape.head_dim;
   const size_t n_slots = static_cast<size_t>(n_prefix + M);
@@ -138,12 +138,17 @@ void bm_attention(benchmark::State& state, int n_prefix, int M) {
   }
   extra_begin[static_cast<size_t>(M)] = static_cast<int>(extra_slots.size());
   const AttentionRows rows{M, n_prefix, extra_begin.data(), extra_slots.data()};
+  std::vector<uint16_t> k16(k.size()), v16(v.size());  // (n_slots, kv_stride), F16 K/V
+  quantize_row(DType::F16, k.data(), k16.data(), static_cast<int64_t>(k.size()));
+  quantize_row(DType::F16, v.data(), v16.data(), static_cast<int64_t>(v.size()));
+  const bool f16 = kv_type == DType::F16;
   for (auto _ : state) {
-    attention(shape, rows, q.data(), k.data(), v.data(), kv_stride, out.data(), &pool());
+    attention(shape, rows, q.data(), f16 ? static_cast<const void*>(k16.data()) : k.data(),
+              f16 ? static_cast<const void*>(v16.data()) : v.data(), kv_type, kv_stride, out.data(), &pool());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  const double kv_bytes = 2.0 * static_cast<double>(n_prefix) * static_cast<double>(kv_stride) * sizeof(float);
+  const double kv_bytes = 2.0 * static_cast<double>(n_prefix) * static_cast<double>(kv_stride) * (f16 ? 2.0 : 4.0);
   state.counters["GB"] = benchmark::Counter(kv_bytes * static_cast<double>(state.iterations()) / 1e9,
                                               benchmark::Counter::kIsRate);
   state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
@@ -227,10 +232,15 @@ int main(int argc, char** argv) {
       }
     }
   }
-  for (int n_prefix : {512, 4096}) {
-    for (int M : {1, 5, 9, 17}) {
-      const std::string name = "attention/prefix:" + std::to_string(n_prefix) + "/M:" + std::to_string(M);
-      benchmark::RegisterBenchmark(name.c_str(), bm_attention, n_prefix, M)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  for (DType kv_type : {DType::F32, DType::F16}) {
+    for (int n_prefix : {512, 4096}) {
+      for (int M : {1, 5, 9, 17}) {
+        const std::string name = std::string(kv_type == DType::F16 ? "attention_f16" : "attention") +
+                                 "/prefix:" + std::to_string(n_prefix) + "/M:" + std::to_string(M);
+        benchmark::RegisterBenchmark(name.c_str(), bm_attention, n_prefix, M, kv_type)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
     }
   }
   CurveReporter reporter;

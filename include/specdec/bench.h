@@ -80,6 +80,7 @@ struct MemoryReport {
   size_t rss_bytes = 0;             // VmRSS at the same moment
   size_t mapped_file_bytes = 0;     // size of the target GGUF (mapped whole)
   size_t kv_cache_bytes = 0;        // the benchmark's KV cache (target)
+  std::string kv_type = "F32";      // its element type (--kv-type)
   size_t draft_bytes = 0;           // draft GGUF + its cache when a draft model was loaded
   // peak / (mapped + kv + draft); the target of issue 6 is <= 1.10.
   double ratio() const;

@@ -41,6 +41,7 @@ struct EngineOptions {
   float tree_rank_temperature = 0.0f;    // greedy trees' ranking temperature (0: the drafters' default, 1)
   int n_ctx = 0;                         // 0: the model's context length (never larger)
   int n_threads = 0;                     // 0: physical cores
+  DType kv_type = DType::F32;            // the target's and draft model's KV caches: F32 or F16
 };
 
 struct GenerateRequest {

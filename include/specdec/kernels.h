@@ -99,5 +99,10 @@ struct AttentionShape {
 // and all query heads of its group where the rows share it.
 void attention(const AttentionShape& shape, const AttentionRows& rows, const float* q,
                const float* k, const float* v, size_t kv_stride, float* out, ThreadPool* pool);
+// The same over K/V of kv_type F32 or F16 (kv_stride in elements): F16 values are converted to
+// F32 (exactly) as the inner loops load them, so the result is bit for bit that of the F32 call
+// on the converted values, for half the bytes read.
+void attention(const AttentionShape& shape, const AttentionRows& rows, const float* q,
+               const void* k, const void* v, DType kv_type, size_t kv_stride, float* out, ThreadPool* pool);
 
 }  // namespace specdec

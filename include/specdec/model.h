@@ -41,34 +41,50 @@ struct ModelConfig {
 const char* supported_architectures();
 ModelConfig read_model_config(const GgufFile& gguf);
 
-// K and V for one sequence: (n_layers, n_ctx, kv_dim) each, F32.
+// K and V for one sequence: (n_layers, n_ctx, kv_dim) each, F32 or F16 (type()). F16 halves
+// the memory and the bytes attention reads per key; values are rounded to nearest on write
+// (write()), and attention computes in F32 on the rounded values, so every batch-invariance
+// property holds for either type (a row's result still depends on its own tokens only).
 // Slots [0, size()) hold the committed positions 0..size()-1 in order.
 class KvCache {
  public:
-  KvCache(const ModelConfig& config, int n_ctx);
+  // type: DType::F32 or DType::F16 (Error otherwise, naming it).
+  KvCache(const ModelConfig& config, int n_ctx, DType type = DType::F32);
   int size() const { return n_used_; }
   int capacity() const { return n_ctx_; }
   // O(1): keep positions [0, n). Requires 0 <= n <= size().
   void truncate(int n);
   // After a forward appended rows at slots [first, size()), keep only rows[i] (offsets from
   // first, strictly increasing) and move them to slots first, first+1, ...; size() becomes
-  // first + rows.size(). Cost: copies 2 * n_layers * rows.size() * kv_dim floats.
+  // first + rows.size(). Cost: copies 2 * n_layers * rows.size() * row_bytes() bytes.
   void keep_rows(int first, std::span<const int> rows);
-  // Slot data (n_layers, n_ctx, kv_dim).
-  float* k(int layer, int slot) { return k_.data() + (static_cast<size_t>(layer) * n_ctx_ + slot) * kv_dim_; }
-  float* v(int layer, int slot) { return v_.data() + (static_cast<size_t>(layer) * n_ctx_ + slot) * kv_dim_; }
-  const float* k(int layer, int slot) const { return k_.data() + (static_cast<size_t>(layer) * n_ctx_ + slot) * kv_dim_; }
-  const float* v(int layer, int slot) const { return v_.data() + (static_cast<size_t>(layer) * n_ctx_ + slot) * kv_dim_; }
+  DType type() const { return type_; }
+  size_t row_bytes() const { return row_bytes_; }  // one slot's K (or V): kv_dim elements
+  // Stores slot `slot` of `layer`: k and v (kv_dim floats each), rounded to F16 for an F16 cache.
+  void write(int layer, int slot, const float* k, const float* v);
+  // Slot data, any type: row_bytes() bytes per slot, slots of a layer contiguous.
+  const void* k_row(int layer, int slot) const { return row(k32_, k16_, layer, slot); }
+  const void* v_row(int layer, int slot) const { return row(v32_, v16_, layer, slot); }
+  // F32 caches only (checked): slot data as floats, (n_layers, n_ctx, kv_dim).
+  float* k(int layer, int slot) { return k32_.data() + f32_offset(layer, slot); }
+  float* v(int layer, int slot) { return v32_.data() + f32_offset(layer, slot); }
+  const float* k(int layer, int slot) const { return k32_.data() + f32_offset(layer, slot); }
+  const float* v(int layer, int slot) const { return v32_.data() + f32_offset(layer, slot); }
   int kv_dim() const { return kv_dim_; }
   int n_layers() const { return n_layers_; }
   // Used by the forward pass: reserve n slots at the end (Error when past capacity).
   int append(int n);
-  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+  size_t bytes() const { return 2 * row_bytes_ * static_cast<size_t>(n_layers_) * static_cast<size_t>(n_ctx_); }
 
  private:
+  size_t f32_offset(int layer, int slot) const;  // checks type() == F32
+  const void* row(const std::vector<float>& f32, const std::vector<uint16_t>& f16, int layer, int slot) const;
   int n_layers_, n_ctx_, kv_dim_;
+  DType type_;
+  size_t row_bytes_;
   int n_used_ = 0;
-  std::vector<float> k_, v_;  // (n_layers, n_ctx, kv_dim)
+  std::vector<float> k32_, v32_;     // (n_layers, n_ctx, kv_dim), F32 caches
+  std::vector<uint16_t> k16_, v16_;  // (n_layers, n_ctx, kv_dim), F16 caches
 };
 
 // N rows processed in one call. Rows of one sequence are appended to that sequence's cache in
@@ -136,6 +152,7 @@ struct Features {
 
 struct ModelOptions {
   int n_threads = 0;        // 0: physical cores
+  DType kv_type = DType::F32;  // new_cache()'s K/V type: F32 or F16 (KvCache)
 };
 
 class Transformer {
@@ -168,7 +185,7 @@ class Transformer {
   // tied), valid while the model lives. For heads that score a subset of its rows.
   const WeightMatrix& output_matrix() const;
 
-  // Convenience: a fresh cache sized n_ctx (0: the model's context length).
+  // Convenience: a fresh cache sized n_ctx (0: the model's context length) of ModelOptions::kv_type.
   KvCache new_cache(int n_ctx = 0) const;
 
  private:
@@ -180,6 +197,7 @@ class Transformer {
   std::unique_ptr<Weights> weights_;
   std::unique_ptr<Scratch> scratch_;
   std::unique_ptr<ThreadPool> pool_;
+  DType kv_type_ = DType::F32;
 };
 
 }  // namespace specdec

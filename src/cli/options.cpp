@@ -27,6 +27,7 @@ void EngineCliOptions::add_to(CLI::App* cmd, bool model_required) {
                   "greedy trees: rank children and paths at this draft temperature (0: the default, 1; docs/HEADS.md)");
   cmd->add_option("-c,--ctx-size", n_ctx, "context length (0: the model's)");
   cmd->add_option("-t,--threads", n_threads, "threads (0: physical cores)");
+  cmd->add_option("--kv-type", kv_type, "KV cache type: f32 or f16 (half the memory and the bytes attention reads)");
 }
 
 EngineOptions EngineCliOptions::to_engine_options() const {
@@ -55,6 +56,13 @@ EngineOptions EngineCliOptions::to_engine_options() const {
   o.tree_rank_temperature = tree_rank_temperature;
   o.n_ctx = n_ctx;
   o.n_threads = n_threads;
+  if (kv_type == "f32") {
+    o.kv_type = DType::F32;
+  } else if (kv_type == "f16") {
+    o.kv_type = DType::F16;
+  } else {
+    throw Error("--kv-type '" + kv_type + "' must be f32 or f16");
+  }
   return o;
 }
 

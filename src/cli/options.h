@@ -19,6 +19,7 @@ struct EngineCliOptions {
   int tree_nodes = 0, tree_width = 0, tree_depth = 5;
   float tree_rank_temperature = 0.0f;
   int n_ctx = 0, n_threads = 0;
+  std::string kv_type = "f32";
 
   // -m, -md, --spec, --draft-max, --draft-min, --draft-p-min, --no-adaptive, --lenience,
   // --lookup-min, --lookup-max, --ngram-order, --lookup-cache, --tree-*, -c, -t.

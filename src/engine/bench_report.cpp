@@ -180,8 +180,8 @@ std::string bench_report_text(const BenchReport& r) {
         r.fill_tps);
   put_curves(out, r);
   const MemoryReport& m = r.memory;
-  put(out, "\nmemory: peak RSS %.1f MiB (current %.1f) vs mapped file %.1f MiB + KV cache %.1f MiB", mib(m.peak_rss_bytes),
-      mib(m.rss_bytes), mib(m.mapped_file_bytes), mib(m.kv_cache_bytes));
+  put(out, "\nmemory: peak RSS %.1f MiB (current %.1f) vs mapped file %.1f MiB + KV cache %.1f MiB (%s)", mib(m.peak_rss_bytes),
+      mib(m.rss_bytes), mib(m.mapped_file_bytes), mib(m.kv_cache_bytes), m.kv_type.c_str());
   if (m.draft_bytes) put(out, " + draft %.1f MiB", mib(m.draft_bytes));
   const double expected = static_cast<double>(m.mapped_file_bytes + m.kv_cache_bytes + m.draft_bytes);
   put(out, " -> ratio %.3f (target <= 1.10), %.1f MiB above\n", m.ratio(),
@@ -217,7 +217,7 @@ std::string bench_report_json(const BenchReport& r) {
   if (!r.long_curve.empty()) j["cost_curve"]["long"] = curve_json(r.long_curve);
   const MemoryReport& m = r.memory;
   j["memory"] = {{"peak_rss_bytes", m.peak_rss_bytes}, {"rss_bytes", m.rss_bytes},
-                 {"mapped_file_bytes", m.mapped_file_bytes}, {"kv_cache_bytes", m.kv_cache_bytes},
+                 {"mapped_file_bytes", m.mapped_file_bytes}, {"kv_cache_bytes", m.kv_cache_bytes}, {"kv_type", m.kv_type},
                  {"draft_bytes", m.draft_bytes}, {"ratio", m.ratio()}};
   if (r.draft_decode_seconds > 0)
     j["draft_model"] = {{"seconds_per_token", r.draft_decode_seconds}, {"c_draft", r.c_draft_forward}};

@@ -206,6 +206,7 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
 
   ModelOptions model_options;
   model_options.n_threads = o.engine.n_threads;
+  model_options.kv_type = o.engine.kv_type;
   std::unique_ptr<Transformer> target = Transformer::load(o.engine.model_path, model_options);
   const ModelConfig& cfg = target->config();
   r.model_name = cfg.name;
@@ -234,6 +235,7 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   capacity = std::min(capacity, cfg.n_ctx_train);
   KvCache cache = target->new_cache(capacity);  // (n_layers, capacity, kv_dim) x2
   r.memory.kv_cache_bytes = cache.bytes();
+  r.memory.kv_type = dtype_name(cache.type());
   r.memory.mapped_file_bytes = file_size(o.engine.model_path);
 
   // 1. Prefill at position 0, then decode and c(M) at the short context.

@@ -27,6 +27,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   if (options.model_path.empty()) throw Error("no model given (-m MODEL.gguf)");
   ModelOptions model_options;
   model_options.n_threads = options.n_threads;
+  model_options.kv_type = options.kv_type;
   target_ = Transformer::load(options.model_path, model_options);
   tokenizer_ = Tokenizer::from_gguf(target_->gguf());
 

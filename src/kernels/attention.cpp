@@ -25,28 +25,56 @@
 namespace specdec {
 
 namespace attention_detail {
+namespace {
 
-void scores_scalar(const float* q, int n_q, const float* const* keys, int n_keys, int head_dim, float scale,
-                   float* scores, size_t score_stride) {
+inline float value_of(float x) { return x; }
+inline float value_of(uint16_t h) { return fp16_to_f32(h); }
+
+template <typename E>
+void scores_scalar_any(const float* q, int n_q, const E* const* keys, int n_keys, int head_dim, float scale,
+                       float* scores, size_t score_stride) {
   for (int i = 0; i < n_q; ++i) {
     const float* qi = q + static_cast<size_t>(i) * head_dim;
     for (int j = 0; j < n_keys; ++j) {
       float sum = 0.0f;
-      for (int d = 0; d < head_dim; ++d) sum += qi[d] * keys[j][d];
+      for (int d = 0; d < head_dim; ++d) sum += qi[d] * value_of(keys[j][d]);
       scores[static_cast<size_t>(i) * score_stride + j] = sum * scale;
     }
   }
 }
 
-void accumulate_scalar(const float* weights, size_t weight_stride, int n_q, const float* const* values, int n_keys,
-                       int head_dim, float* out) {
+template <typename E>
+void accumulate_scalar_any(const float* weights, size_t weight_stride, int n_q, const E* const* values, int n_keys,
+                           int head_dim, float* out) {
   for (int i = 0; i < n_q; ++i) {
     float* oi = out + static_cast<size_t>(i) * head_dim;
     for (int j = 0; j < n_keys; ++j) {
       const float w = weights[static_cast<size_t>(i) * weight_stride + j];
-      for (int d = 0; d < head_dim; ++d) oi[d] += w * values[j][d];
+      for (int d = 0; d < head_dim; ++d) oi[d] += w * value_of(values[j][d]);
     }
   }
+}
+
+}  // namespace
+
+void scores_scalar(const float* q, int n_q, const float* const* keys, int n_keys, int head_dim, float scale,
+                   float* scores, size_t score_stride) {
+  scores_scalar_any(q, n_q, keys, n_keys, head_dim, scale, scores, score_stride);
+}
+
+void scores_scalar_f16(const float* q, int n_q, const uint16_t* const* keys, int n_keys, int head_dim, float scale,
+                       float* scores, size_t score_stride) {
+  scores_scalar_any(q, n_q, keys, n_keys, head_dim, scale, scores, score_stride);
+}
+
+void accumulate_scalar(const float* weights, size_t weight_stride, int n_q, const float* const* values, int n_keys,
+                       int head_dim, float* out) {
+  accumulate_scalar_any(weights, weight_stride, n_q, values, n_keys, head_dim, out);
+}
+
+void accumulate_scalar_f16(const float* weights, size_t weight_stride, int n_q, const uint16_t* const* values,
+                           int n_keys, int head_dim, float* out) {
+  accumulate_scalar_any(weights, weight_stride, n_q, values, n_keys, head_dim, out);
 }
 
 }  // namespace attention_detail
@@ -57,21 +85,32 @@ using attention_detail::kKeyBlock;
 constexpr int kRowTile = 8;
 constexpr int kPrefetchAhead = 16;  // keys
 
-// Asks for the cache lines of n floats at p (a hint: no fault, no effect on results).
-inline void prefetch_floats(const float* p, int n) {
-  for (int i = 0; i < n; i += 16) __builtin_prefetch(p + i, 0, 3);
+// Asks for the cache lines of n bytes at p (a hint: no fault, no effect on results).
+inline void prefetch_bytes(const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; i += 64) __builtin_prefetch(p + i, 0, 3);
 }
+
+// K or V rows: slot s, kv head g starts at data + (s * stride + g * head_dim) * element_bytes.
+struct KvRows {
+  const uint8_t* data;
+  DType type;            // F32 or F16
+  size_t element_bytes;  // 4 or 2
+};
 
 struct InnerLoops {
   decltype(&attention_detail::scores_scalar) scores;
   decltype(&attention_detail::accumulate_scalar) accumulate;
   decltype(&specdec::softmax) normalize;  // softmax of one query's scores
+  decltype(&attention_detail::scores_scalar_f16) scores_f16;
+  decltype(&attention_detail::accumulate_scalar_f16) accumulate_f16;
 };
 
 InnerLoops inner_loops_for(Isa isa) {
   if (isa >= Isa::Avx2)
-    return {attention_detail::scores_avx2, attention_detail::accumulate_avx2, attention_detail::softmax_avx2};
-  return {attention_detail::scores_scalar, attention_detail::accumulate_scalar, softmax};
+    return {attention_detail::scores_avx2, attention_detail::accumulate_avx2, attention_detail::softmax_avx2,
+            attention_detail::scores_avx2_f16, attention_detail::accumulate_avx2_f16};
+  return {attention_detail::scores_scalar, attention_detail::accumulate_scalar, softmax,
+          attention_detail::scores_scalar_f16, attention_detail::accumulate_scalar_f16};
 }
 
 void validate(const AttentionShape& shape, const AttentionRows& rows) {
@@ -96,7 +135,7 @@ void validate(const AttentionShape& shape, const AttentionRows& rows) {
 // read once for all queries of the task; the rest per row.
 void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const InnerLoops& loops,
                  int kv_head, int head_begin, int n_task_heads, int row_begin, int row_end,
-                 const float* q, const float* k, const float* v, size_t kv_stride, float* out) {
+                 const float* q, const KvRows& k, const KvRows& v, size_t kv_stride, float* out) {
   const int head_dim = shape.head_dim;
   const int n_tile_rows = row_end - row_begin;
   const int n_q = n_tile_rows * n_task_heads;
@@ -140,25 +179,52 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
   // stride the hardware prefetchers do not follow across pages, so the head's slice
   // kPrefetchAhead keys ahead is prefetched (without it a long-context decode waited on memory
   // for every key: 2.6 GB/s at 4k keys).
-  const float* block[kKeyBlock];
-  auto shared_block = [&](const float* base, int j0, int n) {
-    for (int b = 0; b < n; ++b) block[b] = base + shared_slot(j0 + b) * kv_stride + kv_offset;
+  // Key / value pointers of the current block, of the cache's element type (F16 rows are
+  // converted inside the inner loops, as they are loaded).
+  const bool f16 = k.type == DType::F16;
+  const float* block32[kKeyBlock];
+  const uint16_t* block16[kKeyBlock];
+  auto set_row = [&](const KvRows& rows_of, size_t slot, int b) {
+    const uint8_t* p = rows_of.data + (slot * kv_stride + kv_offset) * rows_of.element_bytes;
+    if (f16) {
+      block16[b] = reinterpret_cast<const uint16_t*>(p);
+    } else {
+      block32[b] = reinterpret_cast<const float*>(p);
+    }
+  };
+  auto block_scores = [&](const float* queries_of, int n_queries, int n_keys, float* scores_of) {
+    if (f16) {
+      loops.scores_f16(queries_of, n_queries, block16, n_keys, head_dim, scale, scores_of, max_visible);
+    } else {
+      loops.scores(queries_of, n_queries, block32, n_keys, head_dim, scale, scores_of, max_visible);
+    }
+  };
+  auto block_accumulate = [&](const float* weights_of, int n_queries, int n_keys, float* outputs_of) {
+    if (f16) {
+      loops.accumulate_f16(weights_of, max_visible, n_queries, block16, n_keys, head_dim, outputs_of);
+    } else {
+      loops.accumulate(weights_of, max_visible, n_queries, block32, n_keys, head_dim, outputs_of);
+    }
+  };
+  const size_t row_slice_bytes = static_cast<size_t>(head_dim) * k.element_bytes;
+  auto shared_block = [&](const KvRows& base, int j0, int n) {
+    for (int b = 0; b < n; ++b) set_row(base, shared_slot(j0 + b), b);
     for (int b = 0; b < n && j0 + b + kPrefetchAhead < n_shared; ++b)
-      prefetch_floats(base + shared_slot(j0 + b + kPrefetchAhead) * kv_stride + kv_offset, head_dim);
+      prefetch_bytes(base.data + (shared_slot(j0 + b + kPrefetchAhead) * kv_stride + kv_offset) * base.element_bytes,
+                     row_slice_bytes);
   };
   for (int j = 0; j < n_shared; j += kKeyBlock) {
     const int n = std::min(kKeyBlock, n_shared - j);
     shared_block(k, j, n);
-    loops.scores(queries.data(), n_q, block, n, head_dim, scale, scores.data() + j, max_visible);
+    block_scores(queries.data(), n_q, n, scores.data() + j);
   }
   for (int r = 0; r < n_tile_rows; ++r) {
     const int first = rows.extra_begin[row_begin + r], last = rows.extra_begin[row_begin + r + 1];
     const float* row_queries = queries.data() + static_cast<size_t>(r) * n_task_heads * head_dim;
     float* row_scores = scores.data() + static_cast<size_t>(r) * n_task_heads * max_visible;
     for (int e = first + n_shared_extra; e < last; ++e) {
-      block[0] = k + static_cast<size_t>(rows.extra_slots[e]) * kv_stride + kv_offset;
-      loops.scores(row_queries, n_task_heads, block, 1, head_dim, scale, row_scores + n_prefix + (e - first),
-                   max_visible);
+      set_row(k, static_cast<size_t>(rows.extra_slots[e]), 0);
+      block_scores(row_queries, n_task_heads, 1, row_scores + n_prefix + (e - first));
     }
   }
   // Softmax of each query over its own visible keys.
@@ -172,16 +238,15 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
   for (int j = 0; j < n_shared; j += kKeyBlock) {
     const int n = std::min(kKeyBlock, n_shared - j);
     shared_block(v, j, n);
-    loops.accumulate(scores.data() + j, max_visible, n_q, block, n, head_dim, outputs.data());
+    block_accumulate(scores.data() + j, n_q, n, outputs.data());
   }
   for (int r = 0; r < n_tile_rows; ++r) {
     const int first = rows.extra_begin[row_begin + r], last = rows.extra_begin[row_begin + r + 1];
     float* row_outputs = outputs.data() + static_cast<size_t>(r) * n_task_heads * head_dim;
     const float* row_scores = scores.data() + static_cast<size_t>(r) * n_task_heads * max_visible;
     for (int e = first + n_shared_extra; e < last; ++e) {
-      block[0] = v + static_cast<size_t>(rows.extra_slots[e]) * kv_stride + kv_offset;
-      loops.accumulate(row_scores + n_prefix + (e - first), max_visible, n_task_heads, block, 1, head_dim,
-                       row_outputs);
+      set_row(v, static_cast<size_t>(rows.extra_slots[e]), 0);
+      block_accumulate(row_scores + n_prefix + (e - first), n_task_heads, 1, row_outputs);
     }
   }
   for (int r = 0; r < n_tile_rows; ++r) {
@@ -194,6 +259,16 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
 
 void attention(const AttentionShape& shape, const AttentionRows& rows, const float* q,
                const float* k, const float* v, size_t kv_stride, float* out, ThreadPool* pool) {
+  attention(shape, rows, q, k, v, DType::F32, kv_stride, out, pool);
+}
+
+void attention(const AttentionShape& shape, const AttentionRows& rows, const float* q,
+               const void* k_data, const void* v_data, DType kv_type, size_t kv_stride, float* out, ThreadPool* pool) {
+  SPECDEC_CHECK(kv_type == DType::F32 || kv_type == DType::F16,
+                std::string("attention: K/V type ") + dtype_name(kv_type) + " (f32 or f16)");
+  const size_t element_bytes = kv_type == DType::F32 ? sizeof(float) : sizeof(uint16_t);
+  const KvRows k{static_cast<const uint8_t*>(k_data), kv_type, element_bytes};
+  const KvRows v{static_cast<const uint8_t*>(v_data), kv_type, element_bytes};
   validate(shape, rows);
   if (rows.n_rows == 0) return;
   const InnerLoops loops = inner_loops_for(active_isa());

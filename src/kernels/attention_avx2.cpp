@@ -4,14 +4,26 @@
 // value, keys in order. Deterministic for a given head_dim, whatever n_q and n_keys.
 // Cost per (query, key) pair: head_dim / 8 FMAs for the score and as many for the weighted
 // sum; a query's 8-float slices are loaded once per block of keys (and its running output
-// loaded and stored once per block), which is what keeps the FMA units busy.
+// loaded and stored once per block), which is what keeps the FMA units busy. F16 keys and
+// values are converted (exactly, F16C) as they are loaded: the same bits as F32 rows holding
+// the converted values, for half the bytes.
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include "kernels/attention_impl.h"
+#include "specdec/kernels.h"
 
 namespace specdec::attention_detail {
 
 namespace {
+
+// 8 keys or values from F32 or F16 storage (the F16 conversion is exact).
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline float value_of(float x) { return x; }
+inline float value_of(uint16_t h) { return fp16_to_f32(h); }
+
 float horizontal_sum(__m256 v) {
   __m128 lo = _mm256_castps256_ps128(v);
   __m128 hi = _mm256_extractf128_ps(v, 1);
@@ -23,8 +35,8 @@ float horizontal_sum(__m256 v) {
 
 // Scores of queries [i0, i0 + Q) against N keys: one accumulator per (query, key), so each
 // key slice loaded serves Q queries and each query slice N keys.
-template <int Q, int N>
-inline void scores_tile(const float* q, int i0, const float* const* keys, int head_dim, float scale, float* scores,
+template <typename E, int Q, int N>
+inline void scores_tile(const float* q, int i0, const E* const* keys, int head_dim, float scale, float* scores,
                         size_t score_stride) {
   const int n_vec = head_dim / 8 * 8;
   __m256 acc[Q][N];
@@ -35,7 +47,7 @@ inline void scores_tile(const float* q, int i0, const float* const* keys, int he
   for (int d = 0; d < n_vec; d += 8) {
     __m256 kv[N];
     #pragma GCC unroll 4
-    for (int j = 0; j < N; ++j) kv[j] = _mm256_loadu_ps(keys[j] + d);
+    for (int j = 0; j < N; ++j) kv[j] = load8(keys[j] + d);
     #pragma GCC unroll 8
     for (int i = 0; i < Q; ++i) {
       const __m256 qv = _mm256_loadu_ps(q + static_cast<size_t>(i0 + i) * head_dim + d);
@@ -47,26 +59,26 @@ inline void scores_tile(const float* q, int i0, const float* const* keys, int he
     const float* qi = q + static_cast<size_t>(i0 + i) * head_dim;
     for (int j = 0; j < N; ++j) {
       float sum = horizontal_sum(acc[i][j]);
-      for (int d = n_vec; d < head_dim; ++d) sum += qi[d] * keys[j][d];
+      for (int d = n_vec; d < head_dim; ++d) sum += qi[d] * value_of(keys[j][d]);
       scores[static_cast<size_t>(i0 + i) * score_stride + j] = sum * scale;
     }
   }
 }
 
-template <int N>
-void scores_block(const float* q, int n_q, const float* const* key_ptrs, int head_dim, float scale, float* scores,
+template <typename E, int N>
+void scores_block(const float* q, int n_q, const E* const* key_ptrs, int head_dim, float scale, float* scores,
                   size_t score_stride) {
-  const float* keys[N];  // local copy: the stores below cannot alias it
+  const E* keys[N];  // local copy: the stores below cannot alias it
   for (int j = 0; j < N; ++j) keys[j] = key_ptrs[j];
   int i = 0;
-  for (; i + 2 <= n_q; i += 2) scores_tile<2, N>(q, i, keys, head_dim, scale, scores, score_stride);
-  if (i < n_q) scores_tile<1, N>(q, i, keys, head_dim, scale, scores, score_stride);
+  for (; i + 2 <= n_q; i += 2) scores_tile<E, 2, N>(q, i, keys, head_dim, scale, scores, score_stride);
+  if (i < n_q) scores_tile<E, 1, N>(q, i, keys, head_dim, scale, scores, score_stride);
 }
 
 // out_i += sum over the N keys in order of w_ij * v_j for queries [i0, i0 + Q): each value slice
 // loaded serves Q queries; each output slice is loaded and stored once per block of keys.
-template <int Q, int N>
-inline void accumulate_tile(const float* weights, size_t weight_stride, int i0, const float* const* values,
+template <typename E, int Q, int N>
+inline void accumulate_tile(const float* weights, size_t weight_stride, int i0, const E* const* values,
                             int head_dim, float* out) {
   const int n_vec = head_dim / 8 * 8;
   __m256 wv[Q][N];
@@ -80,7 +92,7 @@ inline void accumulate_tile(const float* weights, size_t weight_stride, int i0, 
     for (int i = 0; i < Q; ++i) o[i] = _mm256_loadu_ps(out + static_cast<size_t>(i0 + i) * head_dim + d);
     #pragma GCC unroll 4
     for (int j = 0; j < N; ++j) {
-      const __m256 vv = _mm256_loadu_ps(values[j] + d);
+      const __m256 vv = load8(values[j] + d);
       #pragma GCC unroll 8
       for (int i = 0; i < Q; ++i) o[i] = _mm256_fmadd_ps(wv[i][j], vv, o[i]);
     }
@@ -91,18 +103,40 @@ inline void accumulate_tile(const float* weights, size_t weight_stride, int i0, 
     const float* wi = weights + static_cast<size_t>(i0 + i) * weight_stride;
     float* oi = out + static_cast<size_t>(i0 + i) * head_dim;
     for (int j = 0; j < N; ++j)
-      for (int d = n_vec; d < head_dim; ++d) oi[d] += wi[j] * values[j][d];
+      for (int d = n_vec; d < head_dim; ++d) oi[d] += wi[j] * value_of(values[j][d]);
   }
 }
 
-template <int N>
-void accumulate_block(const float* weights, size_t weight_stride, int n_q, const float* const* value_ptrs,
+template <typename E, int N>
+void accumulate_block(const float* weights, size_t weight_stride, int n_q, const E* const* value_ptrs,
                       int head_dim, float* out) {
-  const float* values[N];  // local copy: the stores below cannot alias it
+  const E* values[N];  // local copy: the stores below cannot alias it
   for (int j = 0; j < N; ++j) values[j] = value_ptrs[j];
   int i = 0;
-  for (; i + 2 <= n_q; i += 2) accumulate_tile<2, N>(weights, weight_stride, i, values, head_dim, out);
-  if (i < n_q) accumulate_tile<1, N>(weights, weight_stride, i, values, head_dim, out);
+  for (; i + 2 <= n_q; i += 2) accumulate_tile<E, 2, N>(weights, weight_stride, i, values, head_dim, out);
+  if (i < n_q) accumulate_tile<E, 1, N>(weights, weight_stride, i, values, head_dim, out);
+}
+
+template <typename E>
+void scores_any(const float* q, int n_q, const E* const* keys, int n_keys, int head_dim, float scale, float* scores,
+                size_t score_stride) {
+  switch (n_keys) {
+    case 1: scores_block<E, 1>(q, n_q, keys, head_dim, scale, scores, score_stride); break;
+    case 2: scores_block<E, 2>(q, n_q, keys, head_dim, scale, scores, score_stride); break;
+    case 3: scores_block<E, 3>(q, n_q, keys, head_dim, scale, scores, score_stride); break;
+    default: scores_block<E, kKeyBlock>(q, n_q, keys, head_dim, scale, scores, score_stride); break;
+  }
+}
+
+template <typename E>
+void accumulate_any(const float* weights, size_t weight_stride, int n_q, const E* const* values, int n_keys,
+                    int head_dim, float* out) {
+  switch (n_keys) {
+    case 1: accumulate_block<E, 1>(weights, weight_stride, n_q, values, head_dim, out); break;
+    case 2: accumulate_block<E, 2>(weights, weight_stride, n_q, values, head_dim, out); break;
+    case 3: accumulate_block<E, 3>(weights, weight_stride, n_q, values, head_dim, out); break;
+    default: accumulate_block<E, kKeyBlock>(weights, weight_stride, n_q, values, head_dim, out); break;
+  }
 }
 
 // exp(x) for x <= 0 (scores minus their maximum), Cephes' single-precision polynomial on the
@@ -173,22 +207,22 @@ void softmax_avx2(float* x, int n) {
 
 void scores_avx2(const float* q, int n_q, const float* const* keys, int n_keys, int head_dim, float scale,
                  float* scores, size_t score_stride) {
-  switch (n_keys) {
-    case 1: scores_block<1>(q, n_q, keys, head_dim, scale, scores, score_stride); break;
-    case 2: scores_block<2>(q, n_q, keys, head_dim, scale, scores, score_stride); break;
-    case 3: scores_block<3>(q, n_q, keys, head_dim, scale, scores, score_stride); break;
-    default: scores_block<kKeyBlock>(q, n_q, keys, head_dim, scale, scores, score_stride); break;
-  }
+  scores_any(q, n_q, keys, n_keys, head_dim, scale, scores, score_stride);
+}
+
+void scores_avx2_f16(const float* q, int n_q, const uint16_t* const* keys, int n_keys, int head_dim, float scale,
+                     float* scores, size_t score_stride) {
+  scores_any(q, n_q, keys, n_keys, head_dim, scale, scores, score_stride);
 }
 
 void accumulate_avx2(const float* weights, size_t weight_stride, int n_q, const float* const* values, int n_keys,
                      int head_dim, float* out) {
-  switch (n_keys) {
-    case 1: accumulate_block<1>(weights, weight_stride, n_q, values, head_dim, out); break;
-    case 2: accumulate_block<2>(weights, weight_stride, n_q, values, head_dim, out); break;
-    case 3: accumulate_block<3>(weights, weight_stride, n_q, values, head_dim, out); break;
-    default: accumulate_block<kKeyBlock>(weights, weight_stride, n_q, values, head_dim, out); break;
-  }
+  accumulate_any(weights, weight_stride, n_q, values, n_keys, head_dim, out);
+}
+
+void accumulate_avx2_f16(const float* weights, size_t weight_stride, int n_q, const uint16_t* const* values,
+                         int n_keys, int head_dim, float* out) {
+  accumulate_any(weights, weight_stride, n_q, values, n_keys, head_dim, out);
 }
 
 }  // namespace specdec::attention_detail

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace specdec::attention_detail {
 
@@ -28,6 +29,17 @@ void scores_avx2(const float* q, int n_q, const float* const* keys, int n_keys, 
                  float* scores, size_t score_stride);
 void accumulate_avx2(const float* weights, size_t weight_stride, int n_q, const float* const* values, int n_keys,
                      int head_dim, float* out);
+
+// The same over F16 keys / values (IEEE binary16), each converted to float exactly where it
+// is loaded: bit for bit the float functions on the converted rows.
+void scores_scalar_f16(const float* q, int n_q, const uint16_t* const* keys, int n_keys, int head_dim, float scale,
+                       float* scores, size_t score_stride);
+void accumulate_scalar_f16(const float* weights, size_t weight_stride, int n_q, const uint16_t* const* values,
+                           int n_keys, int head_dim, float* out);
+void scores_avx2_f16(const float* q, int n_q, const uint16_t* const* keys, int n_keys, int head_dim, float scale,
+                     float* scores, size_t score_stride);
+void accumulate_avx2_f16(const float* weights, size_t weight_stride, int n_q, const uint16_t* const* values,
+                         int n_keys, int head_dim, float* out);
 
 // Softmax of n values in place (specdec::softmax's contract), vectorised: a polynomial exp,
 // so not the scalar path's bits, but one fixed order for a given n.

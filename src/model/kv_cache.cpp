@@ -19,9 +19,9 @@ int checked_kv_dim(const ModelConfig& config) {
 
 // Refuses a cache that cannot fit in the memory still available, before allocating it (a user's
 // context length would otherwise end in an out-of-memory kill).
-void check_fits_in_memory(int n_layers, int n_ctx, int kv_dim) {
-  // K and V: 2 x (n_layers, n_ctx, kv_dim) floats; each factor < 2^31, so no overflow in 128 bits.
-  const unsigned __int128 n_bytes = static_cast<unsigned __int128>(2 * sizeof(float)) *
+void check_fits_in_memory(int n_layers, int n_ctx, int kv_dim, size_t element_bytes) {
+  // K and V: 2 x (n_layers, n_ctx, kv_dim) elements; each factor < 2^31, so no overflow in 128 bits.
+  const unsigned __int128 n_bytes = static_cast<unsigned __int128>(2 * element_bytes) *
                                     static_cast<uint64_t>(n_layers) * static_cast<uint64_t>(n_ctx) *
                                     static_cast<uint64_t>(kv_dim);
   const std::optional<uint64_t> available = available_memory_bytes();
@@ -30,23 +30,56 @@ void check_fits_in_memory(int n_layers, int n_ctx, int kv_dim) {
                                                   : format_bytes(static_cast<uint64_t>(n_bytes));
   throw Error("KV cache: a context of " + std::to_string(n_ctx) + " tokens needs " + needed +
               " (2 x " + std::to_string(n_layers) + " layers x " + std::to_string(n_ctx) +
-              " positions x kv_dim " + std::to_string(kv_dim) + " x 4 bytes) but only " +
+              " positions x kv_dim " + std::to_string(kv_dim) + " x " + std::to_string(element_bytes) + " bytes) but only " +
               format_bytes(*available) + " of memory is available; use a smaller context length (--ctx-size)");
 }
 
 }  // namespace
 
-KvCache::KvCache(const ModelConfig& config, int n_ctx)
-    : n_layers_(config.n_layers), n_ctx_(n_ctx), kv_dim_(checked_kv_dim(config)) {
+KvCache::KvCache(const ModelConfig& config, int n_ctx, DType type)
+    : n_layers_(config.n_layers), n_ctx_(n_ctx), kv_dim_(checked_kv_dim(config)), type_(type) {
+  if (type != DType::F32 && type != DType::F16)
+    throw Error(std::string("KV cache: type ") + dtype_name(type) + " is not supported (f32 or f16)");
   if (n_ctx <= 0) throw Error("KV cache: context length " + std::to_string(n_ctx) + " must be positive");
   if (n_layers_ <= 0 || kv_dim_ <= 0) {
     throw Error("KV cache: invalid model shape (n_layers " + std::to_string(n_layers_) + ", kv_dim " +
                 std::to_string(int64_t{config.n_kv_heads} * config.head_dim) + ")");
   }
-  check_fits_in_memory(n_layers_, n_ctx_, kv_dim_);
-  const size_t n_floats = static_cast<size_t>(n_layers_) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(kv_dim_);
-  k_.assign(n_floats, 0.0f);  // (n_layers, n_ctx, kv_dim)
-  v_.assign(n_floats, 0.0f);  // (n_layers, n_ctx, kv_dim)
+  const size_t element_bytes = type == DType::F32 ? sizeof(float) : sizeof(uint16_t);
+  check_fits_in_memory(n_layers_, n_ctx_, kv_dim_, element_bytes);
+  row_bytes_ = element_bytes * static_cast<size_t>(kv_dim_);
+  const size_t n = static_cast<size_t>(n_layers_) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(kv_dim_);
+  if (type == DType::F32) {
+    k32_.assign(n, 0.0f);  // (n_layers, n_ctx, kv_dim)
+    v32_.assign(n, 0.0f);
+  } else {
+    k16_.assign(n, 0);  // (n_layers, n_ctx, kv_dim)
+    v16_.assign(n, 0);
+  }
+}
+
+size_t KvCache::f32_offset(int layer, int slot) const {
+  SPECDEC_CHECK(type_ == DType::F32, "KV cache: float access to an F16 cache");
+  return (static_cast<size_t>(layer) * static_cast<size_t>(n_ctx_) + static_cast<size_t>(slot)) * static_cast<size_t>(kv_dim_);
+}
+
+const void* KvCache::row(const std::vector<float>& f32, const std::vector<uint16_t>& f16, int layer, int slot) const {
+  const size_t offset = (static_cast<size_t>(layer) * static_cast<size_t>(n_ctx_) + static_cast<size_t>(slot)) *
+                        static_cast<size_t>(kv_dim_);
+  if (type_ == DType::F32) return f32.data() + offset;
+  return f16.data() + offset;
+}
+
+void KvCache::write(int layer, int slot, const float* k, const float* v) {
+  void* k_dst = const_cast<void*>(k_row(layer, slot));
+  void* v_dst = const_cast<void*>(v_row(layer, slot));
+  if (type_ == DType::F32) {
+    std::memcpy(k_dst, k, row_bytes_);
+    std::memcpy(v_dst, v, row_bytes_);
+  } else {
+    quantize_row(DType::F16, k, k_dst, kv_dim_);  // round to nearest even, as ggml's f32 -> f16
+    quantize_row(DType::F16, v, v_dst, kv_dim_);
+  }
 }
 
 void KvCache::truncate(int n) {
@@ -68,15 +101,14 @@ void KvCache::keep_rows(int first, std::span<const int> rows) {
                   ") must be strictly increasing and < " + std::to_string(n_appended));
     }
   }
-  const size_t row_bytes = sizeof(float) * static_cast<size_t>(kv_dim_);
   for (int layer = 0; layer < n_layers_; ++layer) {
     for (size_t i = 0; i < rows.size(); ++i) {
       const int src = first + rows[i];
       const int dst = first + static_cast<int>(i);
       if (src == dst) continue;
       // dst < src always (rows strictly increasing), and no later source is overwritten.
-      std::memcpy(k(layer, dst), k(layer, src), row_bytes);
-      std::memcpy(v(layer, dst), v(layer, src), row_bytes);
+      std::memcpy(const_cast<void*>(k_row(layer, dst)), k_row(layer, src), row_bytes_);
+      std::memcpy(const_cast<void*>(v_row(layer, dst)), v_row(layer, src), row_bytes_);
     }
   }
   n_used_ = first + static_cast<int>(rows.size());

@@ -72,10 +72,8 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
   });
   for (const SeqPlan& sp : seqs) {
     for (int row : sp.rows) {
-      std::memcpy(sp.cache->k(layer, slot[static_cast<size_t>(row)]), k + static_cast<size_t>(row) * kv_dim,
-                  sizeof(float) * kv_dim);
-      std::memcpy(sp.cache->v(layer, slot[static_cast<size_t>(row)]), v + static_cast<size_t>(row) * kv_dim,
-                  sizeof(float) * kv_dim);
+      sp.cache->write(layer, slot[static_cast<size_t>(row)], k + static_cast<size_t>(row) * kv_dim,
+                      v + static_cast<size_t>(row) * kv_dim);
     }
   }
   for (const SeqPlan& sp : seqs) {
@@ -93,8 +91,8 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
       seq_q = gathered;
       seq_out = sized(s.seq_out, static_cast<size_t>(m) * q_dim);
     }
-    attention(shape, rows, seq_q, sp.cache->k(layer, 0), sp.cache->v(layer, 0), static_cast<size_t>(kv_dim), seq_out,
-              pool);
+    attention(shape, rows, seq_q, sp.cache->k_row(layer, 0), sp.cache->v_row(layer, 0), sp.cache->type(),
+              static_cast<size_t>(kv_dim), seq_out, pool);
     if (!whole_batch) {
       for (int r = 0; r < m; ++r) {
         std::memcpy(attn + static_cast<size_t>(sp.rows[r]) * q_dim, seq_out + static_cast<size_t>(r) * q_dim,

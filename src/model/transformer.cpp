@@ -38,6 +38,9 @@ std::unique_ptr<Transformer> Transformer::load(const std::string& path, const Mo
   t->scratch_ = std::make_unique<Scratch>();
   if (options.n_threads < 0) throw Error("model: thread count " + std::to_string(options.n_threads) + " must be >= 0");
   t->pool_ = std::make_unique<ThreadPool>(options.n_threads);
+  if (options.kv_type != DType::F32 && options.kv_type != DType::F16)
+    throw Error(std::string("model: KV cache type ") + dtype_name(options.kv_type) + " is not supported (f32 or f16)");
+  t->kv_type_ = options.kv_type;
   return t;
 }
 
@@ -49,7 +52,7 @@ KvCache Transformer::new_cache(int n_ctx) const {
     throw Error("context length " + std::to_string(n_ctx) + " outside [1, " +
                 std::to_string(config_.n_ctx_train) + "] (the model's context length)");
   }
-  return KvCache(config_, n_ctx);
+  return KvCache(config_, n_ctx, kv_type_);
 }
 
 void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, Logits& out) {

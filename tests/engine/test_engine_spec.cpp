@@ -168,5 +168,23 @@ TEST(EngineSpec, CliPrintsMeasuredCostsAndTrees) {
   EXPECT_NE(t.err.find("tree"), std::string::npos) << t.err;
 }
 
+// --kv-type f16: speculative output equals plain decoding with the same cache type, and the
+// bench reports the cache's type and its halved size; a bad value is a clear error.
+TEST(EngineSpec, CliF16KvCache) {
+  SPECDEC_REQUIRE_CLI();
+  SPECDEC_FIXTURE(model, "models/stories260K.gguf");
+  auto r = run_cli("generate -m '" + model + "' -md '" + model +
+                   "' -p 'Once upon a time' -n 30 --temp 0 --kv-type f16 --compare-plain -t 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("outputs identical"), std::string::npos) << r.err;
+  auto bad = run_cli("generate -m '" + model + "' -p 'Once' -n 3 --kv-type q8");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--kv-type 'q8' must be f32 or f16"), std::string::npos) << bad.err;
+  auto bench = run_cli("bench -m '" + model + "' --kv-type f16 -n 8 --reps 1 --bw-mib 0 --ctx-long 0 --m-max 2 -t 1 -c 256");
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  const std::string text = bench.out + bench.err;
+  EXPECT_NE(text.find("MiB (F16)"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace specdec

@@ -14,6 +14,7 @@
 #include "common/testing.h"
 #include "kernels/attention_impl.h"
 #include "specdec/cpu.h"
+#include "specdec/error.h"
 #include "specdec/kernels.h"
 #include "specdec/rng.h"
 #include "specdec/thread_pool.h"
@@ -178,6 +179,42 @@ TEST(Attention, RowResultIndependentOfBatchThreadsAndSlotLayout) {
     }
     set_active_isa(previous);
   }
+}
+
+// F16 K/V: bit for bit the F32 result on the values rounded to F16, on every ISA (so the
+// reference bound and every invariance above carry over), with 1 or 2 threads, odd head sizes
+// (the conversion's tails) and trees; the rounding itself is ggml's (quantize_row).
+TEST(Attention, F16KeysAndValuesGiveTheF32ResultOnTheRoundedValues) {
+  Rng rng(testing::test_seed("attention f16"));
+  ThreadPool pool(2);
+  for (Isa isa : supported_isas()) {
+    const Isa previous = set_active_isa(isa);
+    for (const Shape& s : kShapes) {
+      const int n_prefix = static_cast<int>(rng.below(40));
+      const int m = 1 + static_cast<int>(rng.below(20));
+      Problem rounded = random_problem(rng, s.n_heads, s.n_kv_heads, s.head_dim, n_prefix, m);
+      std::vector<uint16_t> k16(rounded.k.size()), v16(rounded.v.size());  // (n_slots, kv_stride)
+      quantize_row(DType::F16, rounded.k.data(), k16.data(), static_cast<int64_t>(k16.size()));
+      quantize_row(DType::F16, rounded.v.data(), v16.data(), static_cast<int64_t>(v16.size()));
+      dequantize_row(DType::F16, k16.data(), rounded.k.data(), static_cast<int64_t>(k16.size()));
+      dequantize_row(DType::F16, v16.data(), rounded.v.data(), static_cast<int64_t>(v16.size()));
+      const std::vector<float> want = run(rounded, nullptr);
+      for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        std::vector<float> got(rounded.q.size(), -7.0f);  // (M, n_heads * head_dim)
+        attention(rounded.shape, rounded.rows(), rounded.q.data(), k16.data(), v16.data(), DType::F16,
+                  rounded.kv_stride, got.data(), threads);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << isa_name(isa) << " heads " << s.n_heads << "/" << s.n_kv_heads << " head_dim " << s.head_dim
+            << (threads ? ", 2 threads" : "");
+      }
+    }
+    set_active_isa(previous);
+  }
+  std::vector<float> out(8);
+  const Problem p = random_problem(rng, 2, 1, 4, 3, 1);
+  EXPECT_THROW(attention(p.shape, p.rows(), p.q.data(), p.k.data(), p.v.data(), DType::Q8_0, p.kv_stride, out.data(),
+                         nullptr),
+               InternalError);  // a caller's bug: KvCache only holds F32 or F16
 }
 
 // The AVX2 softmax (a polynomial exp, sums in double) against float64, per value relative to

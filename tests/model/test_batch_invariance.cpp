@@ -23,6 +23,7 @@ struct InvarianceCase {
   DType weight_type;
   const char* arch;
   int n_threads;
+  DType kv_type = DType::F32;
 };
 
 void PrintTo(const InvarianceCase& c, std::ostream* os) { *os << c.name; }
@@ -37,12 +38,20 @@ long first_difference(const float* a, const float* b, size_t n) {
   return -1;
 }
 
-// K and V of position `pos` of `a` equal those of slot `slot` of `b`, for every layer.
+// Index of the first differing byte, or -1.
+long first_byte_difference(const void* a, const void* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (static_cast<const uint8_t*>(a)[i] != static_cast<const uint8_t*>(b)[i]) return static_cast<long>(i);
+  }
+  return -1;
+}
+
+// K and V of position `pos` of `a` equal those of slot `slot` of `b`, for every layer (any type).
 void expect_same_kv(const KvCache& a, int pos, const KvCache& b, int slot, const std::string& what) {
+  ASSERT_EQ(a.type(), b.type());
   for (int l = 0; l < a.n_layers(); ++l) {
-    const size_t n = static_cast<size_t>(a.kv_dim());
-    EXPECT_EQ(first_difference(a.k(l, pos), b.k(l, slot), n), -1) << what << ": K, layer " << l;
-    EXPECT_EQ(first_difference(a.v(l, pos), b.v(l, slot), n), -1) << what << ": V, layer " << l;
+    EXPECT_EQ(first_byte_difference(a.k_row(l, pos), b.k_row(l, slot), a.row_bytes()), -1) << what << ": K, layer " << l;
+    EXPECT_EQ(first_byte_difference(a.v_row(l, pos), b.v_row(l, slot), a.row_bytes()), -1) << what << ": V, layer " << l;
   }
 }
 
@@ -61,8 +70,8 @@ class BatchInvariance : public ::testing::TestWithParam<InvarianceCase> {
     spec.weight_type = c.weight_type;
     spec.arch = c.arch;
     const std::string path = make_random_llama(std::string("invariance-") + c.name + ".gguf", spec);
-    reference_ = Transformer::load(path, ModelOptions{1});
-    model_ = Transformer::load(path, ModelOptions{c.n_threads});
+    reference_ = Transformer::load(path, ModelOptions{1, c.kv_type});
+    model_ = Transformer::load(path, ModelOptions{c.n_threads, c.kv_type});
     rng_ = std::make_unique<Rng>(test_seed(c.name));
   }
 
@@ -256,7 +265,8 @@ INSTANTIATE_TEST_SUITE_P(Models, BatchInvariance,
                          ::testing::Values(InvarianceCase{"llama_f32_1thread", DType::F32, "llama", 1},
                                            InvarianceCase{"llama_f32_2threads", DType::F32, "llama", 2},
                                            InvarianceCase{"llama_q8_0_2threads", DType::Q8_0, "llama", 2},
-                                           InvarianceCase{"qwen2_f16_2threads", DType::F16, "qwen2", 2}),
+                                           InvarianceCase{"qwen2_f16_2threads", DType::F16, "qwen2", 2},
+                                           InvarianceCase{"llama_q8_0_kv_f16_2threads", DType::Q8_0, "llama", 2, DType::F16}),
                          case_name);
 
 }  // namespace

@@ -1,6 +1,7 @@
 // KvCache bookkeeping: append, O(1) truncate, keep_rows compaction and their errors.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "specdec/error.h"
@@ -44,6 +45,44 @@ TEST(KvCache, AppendTruncateAndCapacity) {
   EXPECT_THROW(cache.truncate(-1), Error);
   EXPECT_EQ(cache.append(6), 2);
   EXPECT_THROW(KvCache(small_config(), 0), Error);
+  EXPECT_THROW(KvCache(small_config(), 4, DType::Q8_0), Error);
+  EXPECT_THROW(KvCache(small_config(), 4, DType::BF16), Error);
+}
+
+// F16: half the bytes, values rounded to nearest (ggml's f32 -> f16) on write, float access
+// refused, keep_rows compacts the 2-byte rows.
+TEST(KvCache, F16StoresRoundedValues) {
+  KvCache f32(small_config(), 16), f16(small_config(), 16, DType::F16);
+  EXPECT_EQ(f16.type(), DType::F16);
+  EXPECT_EQ(f16.row_bytes(), 3 * sizeof(uint16_t));
+  EXPECT_EQ(2 * f16.bytes(), f32.bytes());
+  EXPECT_THROW(f16.k(0, 0), InternalError);
+  f16.append(10);
+  for (int l = 0; l < 2; ++l) {
+    for (int s = 0; s < 10; ++s) {
+      const float k[3] = {1000.0f * l + s + 0.1f, -1.0f / 3.0f, 65504.0f};  // 65504: F16's largest finite
+      const float v[3] = {0.5f + s, 1e-7f, -2.0f};                        // 1e-7: a subnormal in F16
+      f16.write(l, s, k, v);
+      uint16_t want[3];
+      quantize_row(DType::F16, k, want, 3);
+      ASSERT_EQ(std::memcmp(f16.k_row(l, s), want, sizeof(want)), 0);
+      float back[3];
+      dequantize_row(DType::F16, f16.v_row(l, s), back, 3);
+      EXPECT_EQ(back[0], 0.5f + s);
+      EXPECT_NEAR(back[1], 1e-7f, 3e-8f);
+      EXPECT_EQ(back[2], -2.0f);
+    }
+  }
+  const std::vector<int> rows = {1, 3, 4, 6};  // offsets from 3: slots 4, 6, 7, 9
+  f16.keep_rows(3, rows);
+  EXPECT_EQ(f16.size(), 7);
+  for (int l = 0; l < 2; ++l) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      float back[3];
+      dequantize_row(DType::F16, f16.v_row(l, 3 + static_cast<int>(i)), back, 3);
+      EXPECT_EQ(back[0], 0.5f + 3 + rows[i]) << "layer " << l << " row " << i;
+    }
+  }
 }
 
 TEST(KvCache, KeepRowsCompactsChosenRowsInOrder) {

@@ -20,18 +20,20 @@ struct LogitsCase {
   const char* logits;
   double max_relative_rms;
   bool argmax_must_match;
+  DType kv_type = DType::F32;  // llama.cpp's own default is F16
 };
 
 void check_against_llama_cpp(const LogitsCase& c) {
   SPECDEC_FIXTURE(model_path, c.model);
   SPECDEC_FIXTURE(logits_path, c.logits);
-  auto model = Transformer::load(model_path, ModelOptions{2});
+  auto model = Transformer::load(model_path, ModelOptions{2, c.kv_type});
   const std::vector<float> expected = read_f32_file(logits_path);
   const int n_vocab = model->config().n_vocab;
   ASSERT_EQ(expected.size(), reference_tokens().size() * static_cast<size_t>(n_vocab));
   const std::vector<float> got = decode_one_at_a_time(*model, reference_tokens());
   const double rel = relative_rms(got, expected);
-  std::printf("[logits] %s: relative RMS %.3g (bound %.3g)\n", c.model, rel, c.max_relative_rms);
+  std::printf("[logits] %s (KV %s): relative RMS %.3g (bound %.3g)\n", c.model, dtype_name(c.kv_type), rel,
+              c.max_relative_rms);
   EXPECT_LE(rel, c.max_relative_rms) << c.model;
   int n_argmax_differ = 0;
   for (size_t i = 0; i < reference_tokens().size(); ++i) {
@@ -57,12 +59,15 @@ INSTANTIATE_TEST_SUITE_P(
                       LogitsCase{"quant/tiny-BF16.gguf", "quant/logits-BF16.f32", 2.5e-2, false},
                       LogitsCase{"quant/tiny-Q8_0.gguf", "quant/logits-Q8_0.f32", 0.12, false},
                       LogitsCase{"arch/tiny-qwen2.gguf", "arch/logits-qwen2.f32", 2e-3, true},
-                      LogitsCase{"arch/tiny-llama3rope.gguf", "arch/logits-llama3rope.f32", 2e-3, true}),
+                      LogitsCase{"arch/tiny-llama3rope.gguf", "arch/logits-llama3rope.f32", 2e-3, true},
+                      LogitsCase{"models/stories260K.gguf", "models/stories260K.logits.f32", 2e-3, true, DType::F16},
+                      LogitsCase{"quant/tiny-Q8_0.gguf", "quant/logits-Q8_0.f32", 0.12, false, DType::F16},
+                      LogitsCase{"arch/tiny-qwen2.gguf", "arch/logits-qwen2.f32", 2e-3, true, DType::F16}),
     [](const ::testing::TestParamInfo<LogitsCase>& info) {
       std::string name = info.param.logits;
       std::string out;
       for (char ch : name.substr(name.find('/') + 1)) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-      return out;
+      return info.param.kv_type == DType::F16 ? out + "_kv_f16" : out;
     });
 
 // Further quantized types: same bound, enabled as their dequantizers and matmuls land.

@@ -18,9 +18,10 @@
 
 namespace specdec::testing {
 
-inline std::unique_ptr<Transformer> load_single_threaded(const std::string& path) {
+inline std::unique_ptr<Transformer> load_single_threaded(const std::string& path, DType kv_type = DType::F32) {
   ModelOptions options;
   options.n_threads = 1;
+  options.kv_type = kv_type;
   return Transformer::load(path, options);
 }
 
@@ -152,11 +153,12 @@ inline ::testing::AssertionResult cache_equals_fresh(Transformer& model, const K
     KvCache* caches[] = {&fresh};
     model.forward(batch, caches, logits);
   }
-  const size_t row_bytes = sizeof(float) * static_cast<size_t>(cache.kv_dim());
+  if (cache.type() != fresh.type()) return ::testing::AssertionFailure() << "cache types differ";
+  const size_t row_bytes = cache.row_bytes();
   for (int l = 0; l < cache.n_layers(); ++l) {
     for (int s = 0; s < cache.size(); ++s) {
-      if (std::memcmp(cache.k(l, s), fresh.k(l, s), row_bytes) != 0 ||
-          std::memcmp(cache.v(l, s), fresh.v(l, s), row_bytes) != 0) {
+      if (std::memcmp(cache.k_row(l, s), fresh.k_row(l, s), row_bytes) != 0 ||
+          std::memcmp(cache.v_row(l, s), fresh.v_row(l, s), row_bytes) != 0) {
         return ::testing::AssertionFailure() << "K/V differ at layer " << l << " slot " << s;
       }
     }

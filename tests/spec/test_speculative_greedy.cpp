@@ -40,9 +40,10 @@ struct Outcome {
 
 // For every prompt: plain greedy vs speculative greedy with `draft_path` and `config`.
 Outcome expect_greedy_identical(const std::string& target_path, const std::string& draft_path, const SpecConfig& config,
-                                const std::vector<std::vector<Token>>& prompts, int n_new, const DraftModelOptions& dopt = {}) {
-  auto target = testing::load_single_threaded(target_path);
-  auto draft_model = testing::load_single_threaded(draft_path);
+                                const std::vector<std::vector<Token>>& prompts, int n_new, const DraftModelOptions& dopt = {},
+                                DType kv_type = DType::F32) {
+  auto target = testing::load_single_threaded(target_path, kv_type);
+  auto draft_model = testing::load_single_threaded(draft_path, kv_type);
   SpeculativeDecoder plain(*target, nullptr);
   DraftModelDrafter model_drafter(*draft_model, dopt);
   // Adaptive runs see a free drafter so that K varies (tiny drafts cost as much as the target).
@@ -137,6 +138,28 @@ TEST(SpeculativeGreedy, TreesIdenticalToPlainForShapes) {
     std::printf("[measure] greedy tree %d/%d/%d tokens per pass: self %.2f noisy %.2f\n", shape.nodes, shape.width,
                 shape.depth, self.tokens_per_pass, noisy.tokens_per_pass);
   }
+}
+
+// F16 KV caches (target and draft): chains and trees equal plain decoding with the same cache
+// type, and the target drafting for itself is always accepted (batch invariance holds for F16).
+TEST(SpeculativeGreedy, F16KvCacheIdenticalToPlain) {
+  const auto& trio = testing::tiny_trio();
+  const auto prompts = random_prompts(testing::test_seed("SpeculativeGreedy f16 prompts"), 4, 300);
+  SpecConfig config;
+  config.draft_max = 4;
+  config.adaptive = false;
+  const Outcome self = expect_greedy_identical(trio.target, trio.target, config, prompts, 40, {}, DType::F16);
+  EXPECT_EQ(self.acceptance_rate, 1.0);
+  const Outcome noisy = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40, {}, DType::F16);
+  EXPECT_GT(noisy.acceptance_rate, 0.0);
+  DraftModelOptions tree;
+  tree.tree_nodes = 8;
+  tree.tree_width = 2;
+  tree.tree_depth = 4;
+  config.draft_max = 8;
+  const Outcome self_tree = expect_greedy_identical(trio.target, trio.target, config, prompts, 40, tree, DType::F16);
+  EXPECT_GT(self_tree.tokens_per_pass, 4.0);  // the best path is always accepted: depth 4 + bonus, but at the end
+  expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40, tree, DType::F16);
 }
 
 TEST(SpeculativeGreedy, StoriesWithNoisyCopyIdenticalToPlain) {
