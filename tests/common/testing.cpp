@@ -47,6 +47,15 @@ std::string temp_dir() {
     auto base = std::filesystem::temp_directory_path() /
                 ("specdec-test-" + std::to_string(::getpid()));
     std::filesystem::create_directories(base);
+    // Removed when the test process exits normally (set SPECDEC_KEEP_TEST_FILES=1 to inspect
+    // them). Forked children leave with _exit and so never run this.
+    static const std::string to_remove = base.string();
+    std::atexit([] {
+      const char* keep = std::getenv("SPECDEC_KEEP_TEST_FILES");
+      if (keep && *keep && std::string(keep) != "0") return;
+      std::error_code ignored;
+      std::filesystem::remove_all(to_remove, ignored);
+    });
     return base.string();
   }();
   return dir;
