@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from common import setup_torch, work_path
-from data import TrainStream, load_tokens
+from data import MixedStream, TrainStream, load_tokens
 from heads_model import freeze, target_features, target_features_and_layers
 from train import load_model
 
@@ -120,31 +120,17 @@ def main() -> None:
     tokens, feats = open_cache(out, args.windows, args.seq_len, target.cfg.dim, mode)
     layers = None if not layer_list else \
         open_layers(out, args.windows, args.seq_len, len(layer_list), target.cfg.dim, mode)
-    stream = TrainStream(load_tokens(work_path("data", "train.bin")), args.seq_len,
+    corpus = TrainStream(load_tokens(work_path("data", "train.bin")), args.seq_len,
                          args.seed + STREAM_SEED_OFFSET)
     extra = None if not args.extra_data else \
         TrainStream(load_tokens(args.extra_data), args.seq_len, args.seed + STREAM_SEED_OFFSET + 1)
-
-    def window_batch(first: int, n: int):
-        """Windows first..first+n-1: window i comes from the extra stream when
-        floor((i + 1) * frac) > floor(i * frac) (its k-th such window is extra sample k), else
-        from the corpus stream (sample i - number of extra windows before i)."""
-        if extra is None:
-            return stream.batch(first, n)
-        rows = []
-        for i in range(first, first + n):
-            n_extra_before = int(i * args.extra_frac)
-            if int((i + 1) * args.extra_frac) > n_extra_before:
-                rows.append(extra.batch(n_extra_before, 1))
-            else:
-                rows.append(stream.batch(i - n_extra_before, 1))
-        return torch.cat([r[0] for r in rows]), torch.cat([r[1] for r in rows])
+    windows = MixedStream(corpus, extra, args.extra_frac)
 
     start = time.time()
     while meta["n_done"] < args.windows:
         first = meta["n_done"]
         n = min(args.chunk, args.windows - first)
-        inputs, targets = window_batch(first, n)
+        inputs, targets = windows.batch(first, n)
         full = torch.cat((inputs, targets[:, -1:]), dim=1)  # (n, T+1)
         tokens[first:first + n] = full.numpy().astype(np.uint16)
         if layers is None:

@@ -56,3 +56,28 @@ def eval_windows(tokens: np.ndarray, n_ctx: int, max_windows: int):
         row = torch.from_numpy(np.asarray(tokens[i * n_ctx:(i + 1) * n_ctx + 1], dtype=np.int64))
         out.append((row[None, :-1], row[None, 1:]))
     return out
+
+
+class MixedStream:
+    """Windows from a corpus stream and, for a fraction `frac` of them (evenly spread), from a
+    second stream (e.g. teacher-generated text): window i comes from `extra` when
+    floor((i + 1) * frac) > floor(i * frac) (its k-th such window is extra sample k), else from
+    `corpus` (sample i - number of extra windows before i). frac = 0 or extra None: the corpus."""
+
+    def __init__(self, corpus: TrainStream, extra=None, frac: float = 0.0):
+        if not 0 <= frac <= 1 or (frac > 0) != (extra is not None):
+            raise ValueError(f"extra fraction {frac}: in (0, 1] with a second stream, else 0")
+        self.corpus, self.extra, self.frac = corpus, extra, frac
+
+    def batch(self, first_sample: int, n_samples: int):
+        """(inputs, targets), each (n_samples, n_ctx) int64, as TrainStream.batch."""
+        if self.extra is None:
+            return self.corpus.batch(first_sample, n_samples)
+        rows = []
+        for i in range(first_sample, first_sample + n_samples):
+            n_extra_before = int(i * self.frac)
+            if int((i + 1) * self.frac) > n_extra_before:
+                rows.append(self.extra.batch(n_extra_before, 1))
+            else:
+                rows.append(self.corpus.batch(i - n_extra_before, 1))
+        return torch.cat([r[0] for r in rows]), torch.cat([r[1] for r in rows])

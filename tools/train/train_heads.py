@@ -7,8 +7,10 @@ Usage (the same command resumes from the checkpoint):
 
 Features: with --features DIR (collect_features.py's cache, the default when it is complete)
 the steps cycle through the cached windows, in a seeded order per epoch; without it every step
-runs the frozen target over fresh training windows (on the fly: ~2x the cost per step). Either
-way sample s is a function of the step, so a resumed run is bit-identical.
+runs the frozen target over fresh training windows (on the fly: ~2x the cost per step; on a GPU
+the target's forward is cheap and no cache is needed), optionally mixed with --extra-data
+windows (data.MixedStream). Either way sample s is a function of the step, so a resumed run is
+bit-identical (with --schedule-minutes the step count itself comes from a measured rate).
   medusa: sum_k decay^k * CE(Output(head_k(f_t)), x_{t+k+2}) / sum_k decay^k   (Medusa-1)
   eagle:  SmoothL1(g_t, f_{t+1}) + w * CE(Output(g_t), x_{t+2}),
           g_t = Layer(E[x_{t+1}], f_t + U(-noise, noise))   (EAGLE's feature noise)
@@ -30,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from common import setup_torch, work_path
-from data import TrainStream, eval_windows, load_tokens
+from data import MixedStream, TrainStream, eval_windows, load_tokens
 from heads_model import (EagleLayer, MedusaHeads, eagle_config, freeze, heads_config,
                          target_features, target_features_and_layers)
 from train import Logger, load_model, lr_at
@@ -76,6 +78,15 @@ def parse_args(argv=None):
     parser.add_argument("--log-every", type=int, default=10)
     parser.add_argument("--ckpt-minutes", type=float, default=5.0)
     parser.add_argument("--max-minutes", type=float, default=0.0, help="0 = no limit")
+    parser.add_argument("--schedule-minutes", type=float, default=0.0, help="fixed time budget: "
+                        "after --calibrate-steps, --max-steps becomes the step count that fits "
+                        "this many minutes at the measured rate (the cosine then ends on time; "
+                        "0 = use --max-steps as given)")
+    parser.add_argument("--calibrate-steps", type=int, default=20)
+    parser.add_argument("--extra-data", help="on the fly only: second uint16 token stream, e.g. "
+                        "gen_teacher_torch.py's teacher windows")
+    parser.add_argument("--extra-frac", type=float, default=0.0,
+                        help="fraction of the windows taken from --extra-data (evenly spread)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
@@ -97,6 +108,11 @@ def parse_args(argv=None):
         args.target = meta["target"]
         args.seq_len = meta["seq_len"]
     args.target = args.target or work_path("target", "final.pt")
+    if args.extra_data and args.features:
+        parser.error("--extra-data is for on-the-fly features (--features none); a cache "
+                     "takes it at collect_features.py")
+    if not 0 <= args.extra_frac <= 1 or (args.extra_frac > 0) != bool(args.extra_data):
+        parser.error("--extra-frac in (0, 1] goes with --extra-data")
     args.fuse_layers = [int(v) for v in args.fuse_layers.split(",") if v.strip()]
     if args.fuse_layers and args.kind != "eagle":
         parser.error("--fuse-layers is for --kind eagle")
@@ -195,7 +211,8 @@ def eagle_loss(layer, out_w, embed, feats, full, args, noise_gen=None, residual=
     inputs_f = layer.fused(feats[:, :-1], None if residual is None else residual[:, :-1])
     first_f = inputs_f[:, :1]  # (B, 1, d): row 0 of every pass reads the verified feature
     if noise_gen is not None and args.noise > 0:
-        noise = torch.rand(inputs_f.shape, generator=noise_gen).to(inputs_f.device)
+        noise = torch.rand(inputs_f.shape, generator=noise_gen, device=noise_gen.device)
+        noise = noise.to(inputs_f.device)
         inputs_f = inputs_f + (noise * 2 - 1) * args.noise
     next_embeddings = embed(full[:, 1:-1])  # (B, T-1, d)
     with torch.no_grad():
@@ -233,7 +250,9 @@ def head_metrics(kind, heads, target, windows) -> dict:
 
     def add(key, value):
         sums[key] = sums.get(key, 0.0) + value
+    device = out_w.device
     for inputs, targets in windows:
+        inputs, targets = inputs.to(device), targets.to(device)
         full = torch.cat((inputs, targets[:, -1:]), dim=1)
         fuse_layers = getattr(heads, "fuse_layers", [])
         if fuse_layers:
@@ -273,6 +292,8 @@ def save_checkpoint(path, kind, heads, optimizer, step, args):
 def main(argv=None) -> None:
     args = parse_args(argv)
     setup_torch(args.threads)
+    if args.device.startswith("cuda"):
+        torch.set_float32_matmul_precision("high")  # TF32: far below the feature noise
     torch.manual_seed(args.seed)
     os.makedirs(args.out, exist_ok=True)
     lock = open(os.path.join(args.out, "train.lock"), "w")  # held until the process ends
@@ -322,7 +343,10 @@ def main(argv=None) -> None:
     if args.features:
         cached = CachedBatches(args.features, args.seed, args.fuse_layers)
     else:
-        stream = TrainStream(load_tokens(work_path("data", "train.bin")), args.seq_len, args.seed + 7)
+        corpus = TrainStream(load_tokens(work_path("data", "train.bin")), args.seq_len, args.seed + 7)
+        extra = None if not args.extra_data else \
+            TrainStream(load_tokens(args.extra_data), args.seq_len, args.seed + 8)
+        stream = MixedStream(corpus, extra, args.extra_frac)
     val = eval_windows(load_tokens(work_path("data", "val.bin")), args.seq_len, args.eval_windows)
     seqs_per_step = max(1, args.batch_tokens // args.seq_len)
     n_params = sum(p.numel() for p in heads.parameters())
@@ -339,6 +363,7 @@ def main(argv=None) -> None:
 
     out_w, embed = target.output.weight, target.tok_embeddings
     start = last_ckpt = last_log = time.time()
+    first_step, calibrated = step, not args.schedule_minutes
     sums, n_sum, tokens_since_log = {}, 0, 0
     heads.train()
     while step < args.max_steps and stop["signal"] is None:
@@ -362,7 +387,7 @@ def main(argv=None) -> None:
             named = {f"ce{k}": v for k, v in enumerate(parts)}
         else:
             # noise drawn from a generator seeded by the step: resumable and reproducible
-            gen = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
+            gen = torch.Generator(device=args.device).manual_seed(args.seed * 1_000_003 + step)
             loss, reg, ce = eagle_loss(heads, out_w, embed, feats, full, args, gen, residual)
             named = {"smooth_l1": reg, "ce": ce}
         loss.backward()
@@ -375,6 +400,13 @@ def main(argv=None) -> None:
         tokens_since_log += feats.shape[0] * feats.shape[1]
 
         now = time.time()
+        if not calibrated and step - first_step == args.calibrate_steps:
+            per_step = (now - start) / args.calibrate_steps
+            budget = args.schedule_minutes * 60 - (now - start)
+            args.max_steps = max(step + 1, step + int(budget / per_step))
+            calibrated = True
+            print(f"--schedule-minutes {args.schedule_minutes}: {per_step * 1000:.1f} ms per "
+                  f"step -> --max-steps {args.max_steps}", flush=True)
         if step % args.log_every == 0:
             logger.write(step, {**{k: v / n_sum for k, v in sums.items()}, "lr": lr,
                                 "grad_norm": grad_norm,
