@@ -37,12 +37,13 @@ struct DraftModelOptions {
   int n_vocab_target = 0;   // draft ids >= this get q = 0 (a padded draft vocabulary); 0: no mask
   // Token trees (issue 9): tree_nodes > 0 drafts a tree of at most min(tree_nodes, n_max) nodes,
   // expanding per level the tree_width most probable paths (product of draft probabilities, as
-  // in EAGLE-2) with up to tree_width children each, down to tree_depth. Deterministic children
+  // in EAGLE-2) with up to tree_width children each, down to tree_depth (0: as deep as the node
+  // budget; a cap of 5 cost EAGLE half its accepted length at K = 16, docs/HEADS.md). Deterministic children
   // (greedy, or tree_rule Deterministic) are re-ranked: the n_max most probable nodes of the
   // expanded tree are kept (see draft_model_tree.cpp).
   int tree_nodes = 0;
   int tree_width = 2;
-  int tree_depth = 5;
+  int tree_depth = 0;
   float tree_rank_temperature = 1.0f;  // greedy: ranking temperature (spec/tree_expand.h)
   ChildRule tree_rule = ChildRule::Deterministic;  // how children are drawn (and verified)
   PlantedBug bug = PlantedBug::None;  // testing hook: QRecomputedAfter, TransformOnPOnly

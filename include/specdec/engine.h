@@ -37,7 +37,7 @@ struct EngineOptions {
   std::string lookup_cache_path;         // "" = no persistent cache
   int tree_nodes = 0;                    // > 0: the draft model proposes token trees
   int tree_width = 0;                    // 0: the drafters' defaults (2; EAGLE when sampling: 1)
-  int tree_depth = 5;
+  int tree_depth = 0;                    // deepest tree level (0: the node budget)
   float tree_rank_temperature = 0.0f;    // greedy trees' ranking temperature (0: the drafters' default, 1)
   int n_ctx = 0;                         // 0: the model's context length (never larger)
   int n_threads = 0;                     // 0: physical cores

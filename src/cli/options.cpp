@@ -22,7 +22,7 @@ void EngineCliOptions::add_to(CLI::App* cmd, bool model_required) {
   cmd->add_option("--tree-nodes", tree_nodes, "token trees of at most N nodes with any drafter (0: chains, or --draft-max with --spec tree)");
   cmd->add_option("--tree-width", tree_width,
                   "tree: children per node / paths expanded per level / lookup branches (0: the drafters' defaults: 2, and chains for EAGLE when sampling)");
-  cmd->add_option("--tree-depth", tree_depth, "tree: deepest level");
+  cmd->add_option("--tree-depth", tree_depth, "tree: deepest level (0: as deep as the node budget)");
   cmd->add_option("--tree-rank-temp", tree_rank_temperature,
                   "greedy trees: rank children and paths at this draft temperature (0: the default, 1; docs/HEADS.md)");
   cmd->add_option("-c,--ctx-size", n_ctx, "context length (0: the model's)");

@@ -16,7 +16,7 @@ struct EngineCliOptions {
   float draft_p_min = 0.0f, lenience = 1.0f;
   bool no_adaptive = false;
   int lookup_min = 2, lookup_max = 4, ngram_order = 4;
-  int tree_nodes = 0, tree_width = 0, tree_depth = 5;
+  int tree_nodes = 0, tree_width = 0, tree_depth = 0;
   float tree_rank_temperature = 0.0f;
   int n_ctx = 0, n_threads = 0;
   std::string kv_type = "f32";

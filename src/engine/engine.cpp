@@ -43,9 +43,9 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   // --tree-nodes N with any drafter. The node budget is the decoder's draft_max.
   const bool tree = method_ == SpecMethod::Tree || options.tree_nodes > 0;
   const int tree_nodes = options.tree_nodes > 0 ? options.tree_nodes : options.spec.draft_max;
-  if (options.tree_width < 0 || (tree && options.tree_depth < 1))
+  if (options.tree_width < 0 || options.tree_depth < 0)
     throw Error("--tree-width " + std::to_string(options.tree_width) + " and --tree-depth " +
-                std::to_string(options.tree_depth) + " must be >= 0 and >= 1 (width 0: the drafters' defaults)");
+                std::to_string(options.tree_depth) + " must be >= 0 (width 0: the drafters' defaults; depth 0: the node budget)");
   if (!(options.tree_rank_temperature >= 0.0f))
     throw Error("--tree-rank-temp " + std::to_string(options.tree_rank_temperature) + " must be >= 0 (0: the drafter's default)");
   const bool needs_draft = method_ == SpecMethod::Draft || method_ == SpecMethod::Hybrid ||

@@ -37,9 +37,9 @@ SamplingParams untransformed() {
 DraftModelDrafter::DraftModelDrafter(Transformer& draft_model, const DraftModelOptions& options)
     : model_(draft_model), options_(options), cache_(draft_model.new_cache(options.n_ctx)) {
   if (options_.tree_nodes < 0) throw Error("tree_nodes " + std::to_string(options_.tree_nodes) + " must be >= 0");
-  if (options_.tree_nodes > 0 && (options_.tree_width < 1 || options_.tree_depth < 1)) {
+  if (options_.tree_nodes > 0 && (options_.tree_width < 1 || options_.tree_depth < 0)) {
     throw Error("tree width " + std::to_string(options_.tree_width) + " and depth " +
-                std::to_string(options_.tree_depth) + " must be >= 1");
+                std::to_string(options_.tree_depth) + " must be >= 1 and >= 0 (0: the node budget)");
   }
   if (options_.n_vocab_target < 0) throw Error("n_vocab_target " + std::to_string(options_.n_vocab_target));
   if (!(options_.tree_rank_temperature > 0.0f))

@@ -69,8 +69,9 @@ Draft DraftModelDrafter::propose_tree(std::span<const Token> context, int n_max,
   shape.width = options_.tree_width;
   shape.rank_temperature = options_.tree_rank_temperature;
   // At most width * (depth - 1) nodes are forwarded: near the end of the cache the tree is shallower.
-  shape.depth = std::min(options_.tree_depth, 1 + (cache_.capacity() - n_ctx_tokens) / options_.tree_width);
   shape.budget = std::min(options_.tree_nodes, n_max);
+  const int depth_cap = options_.tree_depth > 0 ? options_.tree_depth : shape.budget;
+  shape.depth = std::min(depth_cap, 1 + (cache_.capacity() - n_ctx_tokens) / options_.tree_width);
   shape.rule = options_.tree_rule;
   shape.p_min = p_min_;
   shape.bug = options_.bug;

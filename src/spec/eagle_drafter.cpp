@@ -19,10 +19,10 @@ constexpr uint64_t kEagleStream = 0xEA61E5EED0F7EA75ULL;  // drafter Rng = seed 
 EagleDrafter::EagleDrafter(Transformer& target, EagleLayer& layer, const EagleOptions& options)
     : target_(target), layer_(layer), options_(options), cache_(layer.new_cache(options.n_ctx)) {
   if (options_.tree_nodes < 0) throw Error("EAGLE tree_nodes " + std::to_string(options_.tree_nodes) + " must be >= 0");
-  if (options_.tree_width < 1 || options_.sampled_tree_width < 1 || options_.tree_depth < 1) {
+  if (options_.tree_width < 1 || options_.sampled_tree_width < 1 || options_.tree_depth < 0) {
     throw Error("EAGLE tree width " + std::to_string(options_.tree_width) + ", sampled width " +
                 std::to_string(options_.sampled_tree_width) + " and depth " +
-                std::to_string(options_.tree_depth) + " must be >= 1");
+                std::to_string(options_.tree_depth) + " must be >= 1, >= 1 and >= 0 (0: the node budget)");
   }
   if (!(options_.tree_rank_temperature > 0.0f))
     throw Error("EAGLE tree rank temperature " + std::to_string(options_.tree_rank_temperature) + " must be > 0");
@@ -131,7 +131,8 @@ Draft EagleDrafter::propose(std::span<const Token> context, int n_max, const Sam
   // deepest) must fit in the layer's cache.
   const int room = cache_.capacity() - (n - 1);
   const int width = sampling.greedy() ? options_.tree_width : options_.sampled_tree_width;
-  const int depth = room < 0 ? 0 : std::min(options_.tree_depth, room / width + 1);
+  const int depth_cap = options_.tree_depth > 0 ? options_.tree_depth : n_max;
+  const int depth = room < 0 ? 0 : std::min(depth_cap, room / width + 1);
   Draft draft;
   if (n < 2 || n_max <= 0 || depth < 1 || features_.size() < static_cast<size_t>(n - 1) * layer_.feature_width()) {
     draft_seconds_ += now_seconds() - t0;

@@ -83,9 +83,10 @@ TEST(EngineSpec, TreeOptionsAreChecked) {
   o.tree_width = -1;  // 0 means the drafters' defaults
   EXPECT_THROW(Engine{o}, Error);
   o.tree_width = 0;
-  o.tree_depth = 0;
+  o.tree_depth = -1;  // 0 means as deep as the node budget
   EXPECT_THROW(Engine{o}, Error);
-  o.tree_depth = 5;
+  o.tree_depth = 0;
+  EXPECT_NO_THROW(Engine{o});
   o.tree_rank_temperature = -0.5f;  // 0 means the drafter's default
   EXPECT_THROW(Engine{o}, Error);
   EXPECT_THROW(parse_spec_method("trees"), Error);

@@ -269,4 +269,24 @@ TEST(DraftModelTree, EachNodeForwardedOnceAndCacheEqualsAFreshRunAfterEveryStep)
 }
 
 }  // namespace
+// tree_depth 0 (the default) lets a tree go as deep as its node budget; a positive depth caps it.
+TEST(DraftModelTree, DepthZeroMeansAsDeepAsTheNodeBudget) {
+  auto draft_model = testing::load_single_threaded(testing::tiny_trio().noisy);
+  for (const int cap : {0, 5}) {
+    DraftModelOptions dopt;
+    ASSERT_EQ(dopt.tree_depth, 0);
+    dopt.tree_nodes = 12;
+    dopt.tree_width = 1;  // a chain: every node one level deeper
+    dopt.tree_depth = cap;
+    DraftModelDrafter drafter(*draft_model, dopt);
+    const Draft draft = drafter.propose(std::vector<Token>{1, 40, 41, 42, 43}, 12, greedy_params());
+    ASSERT_EQ(draft.size(), cap == 0 ? 12 : cap) << "cap " << cap;
+    for (int i = 0; i < draft.size(); ++i) EXPECT_EQ(draft.parent[static_cast<size_t>(i)], i - 1);
+  }
+  DraftModelOptions negative;
+  negative.tree_nodes = 12;
+  negative.tree_depth = -1;
+  EXPECT_THROW({ DraftModelDrafter bad(*draft_model, negative); }, Error);
+}
+
 }  // namespace specdec

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "spec/heads_setup.h"
+#include "specdec/error.h"
 #include "specdec/heads_drafter.h"
 #include "specdec/rng.h"
 
@@ -198,9 +199,15 @@ class BranchCounter : public testing::ForwardingDrafter {
     n_branching += *std::max_element(children.begin(), children.end()) > 1 ? 1 : 0;
     n_nodes += draft.size();
     drafted.insert(drafted.end(), draft.tokens.begin(), draft.tokens.end());
+    std::vector<int> depth(static_cast<size_t>(draft.size()), 1);  // (n_nodes) parents come first
+    for (int i = 0; i < draft.size(); ++i) {
+      const int32_t parent = draft.parent[static_cast<size_t>(i)];
+      if (parent >= 0) depth[static_cast<size_t>(i)] = depth[static_cast<size_t>(parent)] + 1;
+      max_depth = std::max(max_depth, depth[static_cast<size_t>(i)]);
+    }
     return draft;
   }
-  int n_branching = 0, n_nodes = 0;
+  int n_branching = 0, n_nodes = 0, max_depth = 0;
   std::vector<Token> drafted;  // every drafted token
 };
 
@@ -224,6 +231,31 @@ TEST(HeadsTrees, EagleBranchesWhenGreedyAndDraftsChainsWhenSampling) {
     EXPECT_GT(counter.n_nodes, 0) << c.name;
     EXPECT_EQ(counter.n_branching > 0, c.branches) << c.name << ": " << counter.n_branching << " branching drafts";
   }
+}
+
+// EagleOptions::tree_depth 0 (the default) lets a proposal go as deep as the node budget; a
+// positive depth caps it. Chains (width 1) of a K = 12 budget, greedy and sampled.
+TEST(HeadsTrees, EagleDraftsAsDeepAsTheBudgetUnlessCapped) {
+  auto target = testing::load_single_threaded(testing::tiny_trio().target);
+  auto layer = EagleLayer::load(testing::tiny_heads().eagle, *target);
+  const SamplingParams t1 = testing::t1_params(testing::test_seed("HeadsTrees.EagleDepth"));
+  for (const SamplingParams& sampling : {greedy_params(), t1}) {
+    for (const int cap : {0, 5}) {
+      EagleOptions options;
+      ASSERT_EQ(options.tree_depth, 0);
+      options.tree_width = options.sampled_tree_width = 1;
+      options.tree_depth = cap;
+      EagleDrafter eagle(*target, *layer, options);
+      BranchCounter counter(eagle);
+      SpeculativeDecoder spec(*target, &counter, fixed_k(12));
+      generate(spec, {1, 5, 9, 13}, sampling, 40);
+      EXPECT_EQ(counter.max_depth, cap == 0 ? 12 : cap) << "cap " << cap << (sampling.greedy() ? " greedy" : " T=1");
+      EXPECT_EQ(counter.n_branching, 0);
+    }
+  }
+  EagleOptions negative;
+  negative.tree_depth = -1;
+  EXPECT_THROW({ EagleDrafter bad(*target, *layer, negative); }, specdec::Error);
 }
 
 // A layer with eagle.draft_vocab drafts its ids only, greedy or sampling (trees and chains).
