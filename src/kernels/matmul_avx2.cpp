@@ -3,7 +3,8 @@
 //
 // Per-row operation order (fixed for every M, tile position and thread count):
 //  - float weights: one accumulator of 8 lanes, acc = fma(w, x, acc) per 8 values in order,
-//    a zero-padded tail last; y = hsum(acc). Tiles of 2 weight rows x 4 activation rows.
+//    a zero-padded tail last; y = hsum(acc). Tiles of W weight rows x R activation rows, the
+//    shape picked by M (float_range).
 //  - every quantized type: the in-place tiles of matmul_tiles_avx2.cpp (their own order).
 #include <immintrin.h>
 
@@ -18,8 +19,6 @@ namespace {
 // Local helper: no std:: templates in wide-ISA files (their weak copies could be picked by the linker).
 inline int min_rows(int a, int b) { return a < b ? a : b; }
 
-constexpr int kTileRows = 4;           // activation rows per tile
-constexpr int kFloatTileWeights = 2;   // weight rows per float tile
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -87,35 +86,52 @@ void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float*
     for (int r = 0; r < R; ++r) y[r * n_out + k] = hsum(acc[k][r]);
 }
 
-template <DType T, int W>
+template <DType T, int W, int RMAX>
 void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o) {
   const WeightMatrix& w = *job.w;
-  for (int r0 = 0; r0 < job.M; r0 += kTileRows) {
+  for (int r0 = 0; r0 < job.M; r0 += RMAX) {
     const float* x = job.x + r0 * w.n_in;
     float* y = job.y + r0 * w.n_out + o;
-    switch (min_rows(kTileRows, job.M - r0)) {
+    switch (min_rows(RMAX, job.M - r0)) {
       case 1: float_tile<T, W, 1>(rows, x, w.n_in, y, w.n_out); break;
-      case 2: float_tile<T, W, 2>(rows, x, w.n_in, y, w.n_out); break;
-      case 3: float_tile<T, W, 3>(rows, x, w.n_in, y, w.n_out); break;
-      default: float_tile<T, W, 4>(rows, x, w.n_in, y, w.n_out); break;
+      case 2: float_tile<T, W, (RMAX >= 2 ? 2 : 1)>(rows, x, w.n_in, y, w.n_out); break;
+      case 3: float_tile<T, W, (RMAX >= 3 ? 3 : 1)>(rows, x, w.n_in, y, w.n_out); break;
+      default: float_tile<T, W, RMAX>(rows, x, w.n_in, y, w.n_out); break;
     }
   }
 }
 
-// Weight rows in pairs (the last one alone), each applied to all M rows in tiles of up to 4.
-template <DType T>
-void float_range(const RangeJob& job) {
+// Weight rows in groups of W (the rest one by one), each group applied to all M rows in tiles
+// of up to RMAX rows: each weight vector is loaded once per tile, the groups once per job.
+template <DType T, int W, int RMAX>
+void float_range_w(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   int64_t o = job.o_begin;
-  for (; o + kFloatTileWeights <= job.o_end; o += kFloatTileWeights) {
-    const uint8_t* rows[kFloatTileWeights];
-    for (int k = 0; k < kFloatTileWeights; ++k) rows[k] = base + (o + k) * w.row_bytes;
-    float_tiles<T, kFloatTileWeights>(rows, job, o);
+  for (; o + W <= job.o_end; o += W) {
+    const uint8_t* rows[W];
+    for (int k = 0; k < W; ++k) rows[k] = base + (o + k) * w.row_bytes;
+    float_tiles<T, W, RMAX>(rows, job, o);
   }
   for (; o < job.o_end; ++o) {
     const uint8_t* row = base + o * w.row_bytes;
-    float_tiles<T, 1>(&row, job, o);
+    float_tiles<T, 1, RMAX>(&row, job, o);
+  }
+}
+
+// Every output keeps one accumulator fed in the same order whatever the tile shape (batch
+// invariance: the shape only changes which outputs are computed side by side), so the shape
+// is chosen for speed alone. An FMA chain waits ~4 cycles per step: a tile needs ~8 independent
+// (weight row, activation row) chains to keep both FMA pipes busy, and 16 ymm registers bound
+// it (W x R accumulators + W converted weights + 1 activation). The former 2 x R tiles left an
+// M = 1 product 2 chains and M = 5's last row 2: half speed (docs/BENCHMARKS.md section 13).
+template <DType T>
+void float_range(const RangeJob& job) {
+  switch (job.M) {
+    case 1: return float_range_w<T, 8, 1>(job);  // 8 chains
+    case 2: return float_range_w<T, 4, 2>(job);  // 8
+    case 4: return float_range_w<T, 3, 4>(job);  // 12
+    default: return float_range_w<T, 3, 3>(job);  // 9 per full tile; M = 5: 9 + 6
   }
 }
 
