@@ -7,6 +7,9 @@
 # (gen_teacher_torch.py: prompts from the training split continued by the target, 3/4 greedy,
 # 1/4 sampled at T=1); 3. the fused layer trained from models/demo-eagle.gguf on the fly
 # (target features per step, 3/4 teacher windows) for TRAIN_MINUTES; 4. export.
+# Environment: OUT, PYTHON, DEVICE (cuda; cpu for a dry run with tiny WINDOWS / BATCH_TOKENS),
+# WINDOWS, TRAIN_MINUTES, BATCH_TOKENS, CALIBRATE (steps timed before the schedule is fixed),
+# INIT (heads GGUF to start from), SEED, LR (peak).
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-$PWD/out/gpu-eagle}
