@@ -38,7 +38,7 @@ struct DraftModelOptions {
   // Token trees (issue 9): tree_nodes > 0 drafts a tree of at most min(tree_nodes, n_max) nodes,
   // expanding per level the tree_width most probable paths (product of draft probabilities, as
   // in EAGLE-2) with up to tree_width children each, down to tree_depth (0: as deep as the node
-  // budget; a cap of 5 cost EAGLE half its accepted length at K = 16, docs/HEADS.md). Deterministic children
+  // budget; docs/HEADS.md "No depth cap by default"). Deterministic children
   // (greedy, or tree_rule Deterministic) are re-ranked: the n_max most probable nodes of the
   // expanded tree are kept (see draft_model_tree.cpp).
   int tree_nodes = 0;

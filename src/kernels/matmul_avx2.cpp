@@ -19,7 +19,6 @@ namespace {
 // Local helper: no std:: templates in wide-ISA files (their weak copies could be picked by the linker).
 inline int min_rows(int a, int b) { return a < b ? a : b; }
 
-
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
