@@ -3,7 +3,8 @@
 //
 // Per-row operation order (fixed for every M, tile position and thread count):
 //  - float weights: one accumulator of 16 lanes, acc = fma(w, x, acc) per 16 values in order,
-//    the masked tail last; y = hsum(acc). Tiles of 4 weight rows x 6 activation rows.
+//    the masked tail last; y = hsum(acc). Tiles of 4 weight rows x 6 activation rows (8 x 1
+//    when M = 1).
 //  - quantized weights: per 64 values, dp = vpdpbusd(q + 128, a) (exact int32 per group of 4),
 //    acc = fma(float(dp) * d, scale, acc); then c = sum over groups of 16 of
 //    (min16 - 128 * scale16) * s16 (this also removes the +128 bias); y = reduce(acc) + reduce(c).
@@ -26,6 +27,7 @@ inline int min_rows(int a, int b) { return a < b ? a : b; }
 constexpr int kTileRows = 8;           // activation rows per quantized tile
 constexpr int kFloatTileRows = 6;      // activation rows per float tile
 constexpr int kFloatTileWeights = 4;   // weight rows per float tile
+constexpr int kFloatTileWeightsOneRow = 8;  // M = 1: 8 chains (17 of the 32 zmm registers)
 
 // Horizontal sum in a fixed order (own code: GCC 12's _mm512_reduce_add_ps warns).
 inline float hsum(__m512 v) {
@@ -117,21 +119,33 @@ void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o) {
   }
 }
 
-// Weight rows in groups of kFloatTileWeights (the rest one by one), each group applied to all
-// M rows in tiles of up to kFloatTileRows while it is in L1.
-template <DType T>
-void float_range(const RangeJob& job) {
+// Weight rows in groups of W (the rest one by one), each group applied to all M rows in tiles
+// of up to kFloatTileRows while it is in L1.
+template <DType T, int W>
+void float_range_w(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   int64_t o = job.o_begin;
-  for (; o + kFloatTileWeights <= job.o_end; o += kFloatTileWeights) {
-    const uint8_t* rows[kFloatTileWeights];
-    for (int k = 0; k < kFloatTileWeights; ++k) rows[k] = base + (o + k) * w.row_bytes;
-    float_tiles<T, kFloatTileWeights>(rows, job, o);
+  for (; o + W <= job.o_end; o += W) {
+    const uint8_t* rows[W];
+    for (int k = 0; k < W; ++k) rows[k] = base + (o + k) * w.row_bytes;
+    float_tiles<T, W>(rows, job, o);
   }
   for (; o < job.o_end; ++o) {
     const uint8_t* row = base + o * w.row_bytes;
     float_tiles<T, 1>(&row, job, o);
+  }
+}
+
+// The tile shape only sets how many independent FMA chains (one accumulator per output, fed in
+// the same order whatever the shape: batch invariance) hide the FMA latency: M = 1 takes 8
+// weight rows (8 chains; 4 x 1 left half the FMA throughput idle, as on AVX2: BENCHMARKS 13).
+template <DType T>
+void float_range(const RangeJob& job) {
+  if (job.M == 1) {
+    float_range_w<T, kFloatTileWeightsOneRow>(job);
+  } else {
+    float_range_w<T, kFloatTileWeights>(job);
   }
 }
 
