@@ -166,6 +166,28 @@ TEST(SpeculativeGreedy, F16KvCacheIdenticalToPlain) {
   EXPECT_GT(self_tree.stats.n_drafting_steps, 0);
   EXPECT_EQ(self_tree.stats.steps_by_accepted_depth[0], 0)
       << "drafting steps that accepted no token, of " << self_tree.stats.n_drafting_steps;
+  {
+    // Stronger, and exact: the accepted path always runs to a leaf, so every drafting step ends
+    // with a bonus token (a kept node's best child is the target's argmax, and it is kept
+    // whenever one of its siblings is).
+    auto target = testing::load_single_threaded(trio.target, DType::F16);
+    auto draft_model = testing::load_single_threaded(trio.target, DType::F16);
+    DraftModelDrafter drafter(*draft_model, tree);
+    SpeculativeDecoder spec(*target, &drafter, config);
+    int n_drafting = 0;
+    for (const auto& prompt : prompts) {
+      spec.begin(prompt, greedy_params());
+      for (int n = 0; n < 40 && spec.remaining() > 0;) {
+        n += static_cast<int>(spec.step(40 - n).size());
+        const StepInfo& info = spec.last_step();
+        if (info.n_drafted == 0) continue;
+        ++n_drafting;
+        EXPECT_TRUE(info.bonus) << "a drafting step of " << info.n_drafted << " nodes accepted " << info.n_accepted
+                                << " and ended in a rejection";
+      }
+    }
+    EXPECT_GT(n_drafting, 0);
+  }
   expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40, tree, DType::F16);
 }
 
