@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from common import setup_torch, work_path
-from data import MixedStream, TrainStream, load_tokens
+from data import MixedStream
 from heads_model import freeze, target_features, target_features_and_layers
 from train import load_model
 
@@ -120,11 +120,8 @@ def main() -> None:
     tokens, feats = open_cache(out, args.windows, args.seq_len, target.cfg.dim, mode)
     layers = None if not layer_list else \
         open_layers(out, args.windows, args.seq_len, len(layer_list), target.cfg.dim, mode)
-    corpus = TrainStream(load_tokens(work_path("data", "train.bin")), args.seq_len,
-                         args.seed + STREAM_SEED_OFFSET)
-    extra = None if not args.extra_data else \
-        TrainStream(load_tokens(args.extra_data), args.seq_len, args.seed + STREAM_SEED_OFFSET + 1)
-    windows = MixedStream(corpus, extra, args.extra_frac)
+    windows = MixedStream.from_files(work_path("data", "train.bin"), args.seq_len,
+                                     args.seed + STREAM_SEED_OFFSET, args.extra_data, args.extra_frac)
 
     start = time.time()
     while meta["n_done"] < args.windows:

@@ -69,6 +69,12 @@ class MixedStream:
             raise ValueError(f"extra fraction {frac}: in (0, 1] with a second stream, else 0")
         self.corpus, self.extra, self.frac = corpus, extra, frac
 
+    @classmethod
+    def from_files(cls, corpus_path: str, n_ctx: int, seed: int, extra_path=None, frac: float = 0.0):
+        """The corpus stream seeded `seed`, the second stream (if any) `seed + 1`."""
+        extra = TrainStream(load_tokens(extra_path), n_ctx, seed + 1) if extra_path else None
+        return cls(TrainStream(load_tokens(corpus_path), n_ctx, seed), extra, frac)
+
     def batch(self, first_sample: int, n_samples: int):
         """(inputs, targets), each (n_samples, n_ctx) int64, as TrainStream.batch."""
         if self.extra is None:

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from common import setup_torch, work_path
-from data import MixedStream, TrainStream, eval_windows, load_tokens
+from data import MixedStream, eval_windows, load_tokens
 from heads_model import (EagleLayer, MedusaHeads, eagle_config, freeze, heads_config,
                          target_features, target_features_and_layers)
 from train import Logger, load_model, lr_at
@@ -343,10 +343,8 @@ def main(argv=None) -> None:
     if args.features:
         cached = CachedBatches(args.features, args.seed, args.fuse_layers)
     else:
-        corpus = TrainStream(load_tokens(work_path("data", "train.bin")), args.seq_len, args.seed + 7)
-        extra = None if not args.extra_data else \
-            TrainStream(load_tokens(args.extra_data), args.seq_len, args.seed + 8)
-        stream = MixedStream(corpus, extra, args.extra_frac)
+        stream = MixedStream.from_files(work_path("data", "train.bin"), args.seq_len, args.seed + 7,
+                                        args.extra_data, args.extra_frac)
     val = eval_windows(load_tokens(work_path("data", "val.bin")), args.seq_len, args.eval_windows)
     seqs_per_step = max(1, args.batch_tokens // args.seq_len)
     n_params = sum(p.numel() for p in heads.parameters())
