@@ -42,6 +42,7 @@ struct EngineOptions {
   int n_ctx = 0;                         // 0: the model's context length (never larger)
   int n_threads = 0;                     // 0: physical cores
   DType kv_type = DType::F32;            // the target's and draft model's KV caches: F32 or F16
+  bool repack_weights = true;            // ModelOptions::repack_weights for both models
 };
 
 struct GenerateRequest {

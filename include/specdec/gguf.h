@@ -102,6 +102,9 @@ class GgufFile {
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;   // nullptr when absent
   const GgufTensorInfo& tensor(std::string_view name) const;        // Error when absent
+  // Drops the resident pages wholly inside [p, p + n) of the mapping (MappedFile::release);
+  // does nothing for a parsed in-memory image.
+  void release_pages(const void* p, size_t n) const;
 
  private:
   GgufFile() = default;

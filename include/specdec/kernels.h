@@ -34,16 +34,43 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 
 // ---- matmul: y = x W^T
 // A weight matrix in GGUF layout: n_out rows of n_in values, each row `row_bytes` apart.
+// How a matrix's bytes are arranged in memory.
+//  - RowMajor: n_out rows of row_bytes, as in the GGUF file (every type, every ISA).
+//  - Q8_0Tiles8: a Q8_0 matrix repacked for the AVX2 kernel (repack_weights below): tiles of 8
+//    rows whose blocks are stored already transposed, so the kernel loads them with aligned
+//    vector loads instead of transposing them in registers on every call. row_bytes is still
+//    the row-major row size.
+enum class WeightLayout { RowMajor = 0, Q8_0Tiles8 = 1 };
+
 struct WeightMatrix {
   DType type = DType::F32;
   const void* data = nullptr;
   int64_t n_in = 0;    // values per row (GGUF dims[0])
   int64_t n_out = 0;   // rows (GGUF dims[1])
   size_t row_bytes = 0;
+  WeightLayout layout = WeightLayout::RowMajor;
 };
 
+// ---- repacked weights (src/kernels/repack.cpp)
+// Bytes of w's repacked copy for the active ISA, or 0 when w keeps its file layout there (today
+// only Q8_0 on the AVX2 path has a repacked layout; AVX-512 reads every type in place). w must
+// be RowMajor.
+size_t repacked_bytes(const WeightMatrix& w);
+// Rows of the repacked layout written together (repack_rows' o_begin is a multiple of this).
+constexpr int64_t kRepackTileRows = 8;
+// Writes the repacked form of rows [o_begin, o_end) of w (RowMajor, o_begin a multiple of
+// kRepackTileRows, o_end a multiple of it or n_out) into dst, a zeroed buffer of
+// repacked_bytes(w) bytes aligned to 64. Returns the repacked matrix's view of dst, valid once
+// every row is written. The result of matmul() is bit for bit the same with either layout.
+// Error when w has no repacked layout here or the range is bad. Cost: O(bytes of the rows).
+WeightMatrix repack_rows(const WeightMatrix& w, int64_t o_begin, int64_t o_end, void* dst);
+// Copies row o of w (row_bytes bytes, GGUF layout) to dst, whatever w's layout.
+void copy_weight_row(const WeightMatrix& w, int64_t o, void* dst);
+
 // x: (M, n_in) row-major, y: (M, n_out) row-major, 1 <= M (any M; register-blocked internally).
-// Reads each weight block once for all M rows. Threads split the n_out outputs.
+// Reads each weight block once for all M rows. Threads split the n_out outputs. A repacked
+// matrix used while another ISA is active (tests switch ISAs) is first copied back to row-major
+// order for the call: correct, and slow.
 // pool may be nullptr (single-threaded).
 void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool);
 

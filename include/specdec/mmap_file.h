@@ -18,6 +18,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops this process's resident pages lying wholly inside [p, p + n) (a range of the mapping;
+  // partial pages at its ends stay): they leave its RSS and are read again from the page cache
+  // if touched. For data copied elsewhere (repacked weights). Error for a range outside the map.
+  void release(const void* p, size_t n) const;
 
  private:
   std::string path_;

@@ -153,12 +153,17 @@ struct Features {
 struct ModelOptions {
   int n_threads = 0;        // 0: physical cores
   DType kv_type = DType::F32;  // new_cache()'s K/V type: F32 or F16 (KvCache)
+  // Copy the weights the active ISA prefers in another layout (repacked_bytes: Q8_0 on AVX2)
+  // into that layout at load, releasing their mapped pages as it goes: faster matmuls, the
+  // same bits. false keeps every weight in the mapping (no copy, instant load).
+  bool repack_weights = true;
 };
 
 class Transformer {
  public:
   // Opens and maps the GGUF; validates every tensor's presence, type and shape against the
-  // config (Error naming the tensor). Weights stay in the mapping (no copy).
+  // config (Error naming the tensor). Weights stay in the mapping, except those repacked
+  // (ModelOptions::repack_weights).
   static std::unique_ptr<Transformer> load(const std::string& path, const ModelOptions& options = {});
   ~Transformer();
 

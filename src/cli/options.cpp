@@ -28,6 +28,8 @@ void EngineCliOptions::add_to(CLI::App* cmd, bool model_required) {
   cmd->add_option("-c,--ctx-size", n_ctx, "context length (0: the model's)");
   cmd->add_option("-t,--threads", n_threads, "threads (0: physical cores)");
   cmd->add_option("--kv-type", kv_type, "KV cache type: f32 or f16 (half the memory and the bytes attention reads)");
+  cmd->add_flag("--no-repack", no_repack,
+                "keep every weight in the file's layout (default: Q8_0 weights are repacked for the AVX2 kernels at load; the same results)");
 }
 
 EngineOptions EngineCliOptions::to_engine_options() const {
@@ -56,6 +58,7 @@ EngineOptions EngineCliOptions::to_engine_options() const {
   o.tree_rank_temperature = tree_rank_temperature;
   o.n_ctx = n_ctx;
   o.n_threads = n_threads;
+  o.repack_weights = !no_repack;
   if (kv_type == "f32") {
     o.kv_type = DType::F32;
   } else if (kv_type == "f16") {

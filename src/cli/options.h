@@ -20,6 +20,7 @@ struct EngineCliOptions {
   float tree_rank_temperature = 0.0f;
   int n_ctx = 0, n_threads = 0;
   std::string kv_type = "f32";
+  bool no_repack = false;
 
   // -m, -md, --spec, --draft-max, --draft-min, --draft-p-min, --no-adaptive, --lenience,
   // --lookup-min, --lookup-max, --ngram-order, --lookup-cache, --tree-*, -c, -t.

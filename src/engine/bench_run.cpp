@@ -207,6 +207,7 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   ModelOptions model_options;
   model_options.n_threads = o.engine.n_threads;
   model_options.kv_type = o.engine.kv_type;
+  model_options.repack_weights = o.engine.repack_weights;
   std::unique_ptr<Transformer> target = Transformer::load(o.engine.model_path, model_options);
   const ModelConfig& cfg = target->config();
   r.model_name = cfg.name;

@@ -28,6 +28,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   ModelOptions model_options;
   model_options.n_threads = options.n_threads;
   model_options.kv_type = options.kv_type;
+  model_options.repack_weights = options.repack_weights;
   target_ = Transformer::load(options.model_path, model_options);
   tokenizer_ = Tokenizer::from_gguf(target_->gguf());
 

@@ -295,4 +295,8 @@ void GgufFile::parse_all(const uint8_t* data, size_t size) {
   }
 }
 
+void GgufFile::release_pages(const void* p, size_t n) const {
+  if (mapping_) mapping_->release(p, n);
+}
+
 }  // namespace specdec

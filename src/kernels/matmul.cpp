@@ -23,8 +23,10 @@ using namespace matmul_detail;
 // handing a call to a spinning worker (publish, one cache-line transfer per claimed task, the
 // worker's first touch of the activations); slower kernels only raise the task time.
 constexpr int64_t kMinTaskWork = 1 << 17;
-// Thread chunks of n_out are multiples of this many weight rows.
+// Thread chunks of n_out are multiples of this many weight rows (a multiple of every tile
+// height: 8 on AVX2, 16 on AVX-512, kRepackTileRows).
 constexpr int64_t kChunkRows = 16;
+static_assert(kChunkRows % kRepackTileRows == 0);
 
 struct ActStorage {
   std::vector<int8_t> values;      // (M, n_pad)
@@ -94,6 +96,20 @@ void check_weights(const WeightMatrix& w, int M) {
 
 void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool) {
   check_weights(w, M);
+  if (w.layout != WeightLayout::RowMajor) {
+    if (w.layout != WeightLayout::Q8_0Tiles8 || w.type != DType::Q8_0 || w.row_bytes != dtype_row_bytes(w.type, w.n_in))
+      throw Error("matmul: bad repacked matrix (layout " + std::to_string(static_cast<int>(w.layout)) + ", type " +
+                  dtype_name(w.type) + ")");
+    if (active_isa() != Isa::Avx2) {  // repacked for AVX2, called on another path (tests)
+      std::vector<uint8_t> rows(w.row_bytes * static_cast<size_t>(w.n_out));  // (n_out, row_bytes)
+      for (int64_t o = 0; o < w.n_out; ++o) copy_weight_row(w, o, rows.data() + static_cast<size_t>(o) * w.row_bytes);
+      WeightMatrix row_major = w;
+      row_major.data = rows.data();
+      row_major.layout = WeightLayout::RowMajor;
+      matmul(row_major, x, M, y, pool);
+      return;
+    }
+  }
   const bool quantized = !is_float_weight(w.type);
   RangeJob base;
   base.w = &w;
@@ -141,8 +157,10 @@ void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* 
 void matmul_reference(const WeightMatrix& w, const float* x, int M, float* y) {
   check_weights(w, M);
   std::vector<float> row(static_cast<size_t>(w.n_in));  // (n_in) one dequantized weight row
+  std::vector<uint8_t> bytes(w.row_bytes);              // (row_bytes) the row in GGUF layout
   for (int64_t o = 0; o < w.n_out; ++o) {
-    dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + o * w.row_bytes, row.data(), w.n_in);
+    copy_weight_row(w, o, bytes.data());
+    dequantize_row(w.type, bytes.data(), row.data(), w.n_in);
     for (int r = 0; r < M; ++r) {
       const float* xr = x + static_cast<int64_t>(r) * w.n_in;
       double sum = 0.0;

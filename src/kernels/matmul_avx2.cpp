@@ -5,7 +5,8 @@
 //  - float weights: one accumulator of 8 lanes, acc = fma(w, x, acc) per 8 values in order,
 //    a zero-padded tail last; y = hsum(acc). Tiles of W weight rows x R activation rows, the
 //    shape picked by M (float_range).
-//  - every quantized type: the in-place tiles of matmul_tiles_avx2.cpp (their own order).
+//  - every quantized type: the in-place tiles of matmul_tiles_avx2.cpp (their own order); a
+//    repacked Q8_0 matrix: matmul_repacked_avx2.cpp (the same order and bits).
 #include <immintrin.h>
 
 #include <cstring>
@@ -137,6 +138,7 @@ void float_range(const RangeJob& job) {
 }  // namespace
 
 void matmul_range_avx2(const RangeJob& job) {
+  if (job.w->layout == WeightLayout::Q8_0Tiles8) return matmul_range_repacked_avx2(job);
   switch (job.w->type) {
     case DType::F32: float_range<DType::F32>(job); break;
     case DType::F16: float_range<DType::F16>(job); break;

@@ -82,6 +82,37 @@ bool unpack_row_scalar(DType type, const void* row, int64_t n_in, const Unpacked
 // return (writing nothing) would make the caller use unpack_row_scalar. Cost: O(n_in), a few vector operations per 32 values.
 bool try_unpack_row_avx2(DType type, const void* row, int64_t n_in, const UnpackedRow& out, bool* has_min);
 
+// ---- The Q8_0Tiles8 layout (WeightLayout::Q8_0Tiles8; written by repack_rows in repack.cpp, read
+// by matmul_repacked_avx2.cpp). Rows in tiles of 8 (the last tile zero-filled past n_out); a
+// tile's blocks of 32 values in pairs (the last pair's second block zero when n_in / 32 is odd):
+//   pair p of tile t, at data + t * q8_tile_bytes(n_in) + p * kQ8PairBytes:
+//     [ 0,  16)  binary16 d of block 2p of rows 0..7 (row L at bytes 2L, 2L + 1)
+//     [16,  32)  the same for block 2p + 1
+//     [32, 288)  the q of block 2p: vector k (k < 8) at 32 k, its lane L (bytes 4L..4L+3) =
+//                q[4k..4k+3] of row L: exactly the in-place AVX2 tile's transposed vectors
+//     [288, 544) the same for block 2p + 1
+// Every vector is 32-byte aligned when data is, and a tile is 8 x 34 bytes per block (the
+// file's bytes) plus the odd block's padding.
+constexpr int64_t kQ8PairBytes = 544;
+constexpr int64_t q8_pairs(int64_t n_in) { return (n_in / 32 + 1) / 2; }
+constexpr int64_t q8_tile_bytes(int64_t n_in) { return q8_pairs(n_in) * kQ8PairBytes; }
+
+// Activation rows [r0, r0 + R) of a job, with row pointers into the quantized activations, for
+// the tiled kernels. Internal linkage: each per-ISA file gets its own copy, so no copy built
+// with wide-ISA flags can be picked by the linker for another file.
+namespace {
+struct RowBlock {
+  const QuantizedActs* acts;
+  int r0, R;
+  int64_t n_blocks32() const { return acts->n_pad / 32; }
+  const int8_t* values(int r) const { return acts->values + (r0 + r) * acts->n_pad; }        // (n_pad)
+  float da(int r, int64_t b) const { return acts->lane_scale[(r0 + r) * (acts->n_pad / 4) + 8 * b]; }
+  int32_t neg128_sum32(int r, int64_t b) const { return acts->neg128_sums32[(r0 + r) * n_blocks32() + b]; }
+  int32_t neg32_sum16(int r, int64_t g) const { return acts->neg32_sums16[(r0 + r) * acts->n_groups_pad + g]; }
+  float sum32(int r, int64_t b) const { return acts->sums32[(r0 + r) * n_blocks32() + b]; }
+};
+}  // namespace
+
 // Everything one thread needs to compute outputs [o_begin, o_end) of all M rows.
 struct RangeJob {
   const WeightMatrix* w = nullptr;
@@ -106,6 +137,11 @@ bool matmul_range_tiled_avx512(const RangeJob& job);
 // every other quantized type. For Q8_0, Q4_K and Q6_K the same formulas, so the same bits as
 // matmul_range_tiled_avx512.
 bool matmul_range_tiled_avx2(const RangeJob& job);
+
+// The repacked Q8_0 kernel (matmul_repacked_avx2.cpp): computes job's outputs from a
+// Q8_0Tiles8 matrix with exactly the in-place AVX2 Q8_0 tile's operations (the same bits).
+// job.o_begin must be a multiple of 8 (matmul's chunks are multiples of 16).
+void matmul_range_repacked_avx2(const RangeJob& job);
 
 // Per-ISA implementations; each computes y[r][o] for all r < M and o in [o_begin, o_end).
 void matmul_range_scalar(const RangeJob& job);

@@ -41,16 +41,13 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/matmul_avx2_rows.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/quant_blocks.h"
 
 namespace specdec::matmul_detail {
 
 namespace {
-
-constexpr int kLanes = 8;  // weight rows per tile
-
-inline int min_int(int a, int b) { return a < b ? a : b; }
 
 // Weight rows of one tile: row L at base + offset[L] (rows past the end repeat the last one).
 struct Tile {
@@ -127,46 +124,8 @@ inline __m256i lane_byte(const __m256i* packed, int g) {
   return _mm256_and_si256(_mm256_srli_epi32(packed[g / 4], 8 * (g % 4)), _mm256_set1_epi32(0xFF));
 }
 
-// The 4 activation bytes at a, in every lane.
-inline __m256i bcast4(const int8_t* a) {
-  int32_t v;
-  std::memcpy(&v, a, 4);
-  return _mm256_set1_epi32(v);
-}
-
-// Activation rows [r0, r0 + R) of the job, with row pointers into the quantized activations.
-struct RowBlock {
-  const QuantizedActs* acts;
-  int r0, R;
-  int64_t n_blocks32() const { return acts->n_pad / 32; }
-  const int8_t* values(int r) const { return acts->values + (r0 + r) * acts->n_pad; }        // (n_pad)
-  float da(int r, int64_t b) const { return acts->lane_scale[(r0 + r) * (acts->n_pad / 4) + 8 * b]; }
-  int32_t neg128_sum32(int r, int64_t b) const { return acts->neg128_sums32[(r0 + r) * n_blocks32() + b]; }
-  int32_t neg32_sum16(int r, int64_t g) const { return acts->neg32_sums16[(r0 + r) * acts->n_groups_pad + g]; }
-  float sum32(int r, int64_t b) const { return acts->sums32[(r0 + r) * n_blocks32() + b]; }
-};
-
-void store_outputs(const __m256* acc, const RowBlock& rb, float* y, int64_t n_out, int64_t o0, int n_valid) {
-  for (int r = 0; r < rb.R; ++r) {
-    float* dst = y + (rb.r0 + r) * n_out + o0;
-    if (n_valid == kLanes) {
-      _mm256_storeu_ps(dst, acc[r]);
-    } else {
-      alignas(32) float lanes[kLanes];
-      _mm256_store_ps(lanes, acc[r]);
-      std::memcpy(dst, lanes, static_cast<size_t>(n_valid) * sizeof(float));
-    }
-  }
-}
-
-// The float step of the one-scale blocks (Q8_0, Q4_0): acc = fma(float(S) * da, d, acc).
-inline void scale_block(__m256i s, float da, __m256 d, __m256& acc) {
-  acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(da)), d, acc);
-}
-
 // ---- Q8_0: blocks of 34 bytes (binary16 d, 32 int8 q)
 void q8_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
-  const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int64_t off = b * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
     prefetch_next(t, b);
@@ -174,17 +133,7 @@ void q8_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* acc)
     load_transposed32(t, off + 2, v);
     #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) v_abs[k] = _mm256_sign_epi8(v[k], v[k]);  // |q| as u8 (-128 -> 128)
-    const __m256 d = gather_half(t, off, 0);
-    for (int r = 0; r < rb.R; ++r) {
-      const int8_t* a = rb.values(r) + 32 * b;
-      __m256i s[2];  // two chains (even and odd k) for latency; integer sums are exact
-      #pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(v_abs[k], _mm256_sign_epi8(bcast4(a + 4 * k), v[k])), ones);
-        s[k % 2] = k < 2 ? p : _mm256_add_epi32(s[k % 2], p);
-      }
-      scale_block(_mm256_add_epi32(s[0], s[1]), rb.da(r, b), d, acc[r]);
-    }
+    q8_0_block_rows(v, v_abs, gather_half(t, off, 0), rb, b, acc);
   }
 }
 

@@ -126,18 +126,6 @@ inline __m512i group_dot(const __m512i* v, const int8_t* a, __m512i init) {
   return _mm512_add_epi32(s0, s1);
 }
 
-// Activation rows [r0, r0 + R) of the job, with row pointers into the quantized activations.
-struct RowBlock {
-  const QuantizedActs* acts;
-  int r0, R;
-  int64_t n_blocks32() const { return acts->n_pad / 32; }
-  const int8_t* values(int r) const { return acts->values + (r0 + r) * acts->n_pad; }        // (n_pad)
-  float da(int r, int64_t b) const { return acts->lane_scale[(r0 + r) * (acts->n_pad / 4) + 8 * b]; }
-  int32_t neg128_sum32(int r, int64_t b) const { return acts->neg128_sums32[(r0 + r) * n_blocks32() + b]; }
-  int32_t neg32_sum16(int r, int64_t g) const { return acts->neg32_sums16[(r0 + r) * acts->n_groups_pad + g]; }
-  float sum32(int r, int64_t b) const { return acts->sums32[(r0 + r) * n_blocks32() + b]; }
-};
-
 void store_outputs(const __m512* acc, const RowBlock& rb, float* y, int64_t n_out, int64_t o0, int n_valid) {
   const __mmask16 m = static_cast<__mmask16>((1u << n_valid) - 1u);
   for (int r = 0; r < rb.R; ++r) _mm512_mask_storeu_ps(y + (rb.r0 + r) * n_out + o0, m, acc[r]);

@@ -55,11 +55,11 @@ void EagleLayer::load_draft_vocab(EagleLayer& layer, Weights& w) {
   w.draft_head_bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, n_bytes)));
   if (!w.draft_head_bytes) throw Error(path + ": out of memory for the draft vocabulary's " + std::to_string(n_bytes) + " bytes");
   for (size_t i = 0; i < ids.size(); ++i) {
-    std::memcpy(w.draft_head_bytes.get() + i * output.row_bytes,
-                static_cast<const uint8_t*>(output.data) + static_cast<size_t>(ids[i]) * output.row_bytes, output.row_bytes);
+    copy_weight_row(output, ids[i], w.draft_head_bytes.get() + i * output.row_bytes);  // any layout
   }
   w.draft_head = output;
   w.draft_head.data = w.draft_head_bytes.get();
+  w.draft_head.layout = WeightLayout::RowMajor;
   w.draft_head.n_out = static_cast<int64_t>(ids.size());
 }
 

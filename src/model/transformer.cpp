@@ -34,6 +34,7 @@ std::unique_ptr<Transformer> Transformer::load(const std::string& path, const Mo
   t->gguf_ = GgufFile::open(path);
   t->config_ = read_model_config(*t->gguf_);
   t->weights_ = Weights::load(*t->gguf_, t->config_);
+  if (options.repack_weights) t->weights_->repack(*t->gguf_);
   t->config_.rope.freq_factors = t->weights_->rope_freqs.empty() ? nullptr : t->weights_->rope_freqs.data();
   t->scratch_ = std::make_unique<Scratch>();
   if (options.n_threads < 0) throw Error("model: thread count " + std::to_string(options.n_threads) + " must be >= 0");

@@ -1,6 +1,8 @@
 // model/weights.cpp — locating and validating the tensors of a Llama/Qwen2 GGUF.
 #include "model/weights.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -99,6 +101,39 @@ std::unique_ptr<Transformer::Weights> Transformer::Weights::load(const GgufFile&
   w->layers.resize(static_cast<size_t>(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) w->layers[static_cast<size_t>(l)] = load_layer_weights(gguf, c, "blk." + std::to_string(l) + ".");
   return w;
+}
+
+void Transformer::Weights::FreeBytes::operator()(uint8_t* p) const { std::free(p); }
+
+size_t Transformer::Weights::repack(const GgufFile& gguf) {
+  constexpr int64_t kChunkRows = 256;  // rows copied between two releases of the mapping
+  static_assert(kChunkRows % kRepackTileRows == 0);
+  size_t total = 0;
+  auto repack_one = [&](WeightMatrix& w) {
+    const size_t n_bytes = repacked_bytes(w);
+    if (n_bytes == 0) return;
+    const size_t n_alloc = (n_bytes + 63) / 64 * 64;
+    std::unique_ptr<uint8_t, FreeBytes> buffer(static_cast<uint8_t*>(std::aligned_alloc(64, n_alloc)));
+    if (!buffer) throw Error(gguf.path() + ": out of memory for " + std::to_string(n_alloc) + " bytes of repacked weights");
+    std::memset(buffer.get(), 0, n_alloc);
+    const auto* src = static_cast<const uint8_t*>(w.data);
+    WeightMatrix view;
+    for (int64_t o = 0; o < w.n_out; o += kChunkRows) {
+      const int64_t o_end = std::min(w.n_out, o + kChunkRows);
+      view = repack_rows(w, o, o_end, buffer.get());
+      gguf.release_pages(src + o * static_cast<int64_t>(w.row_bytes), static_cast<size_t>(o_end - o) * w.row_bytes);
+    }
+    // pages straddling two chunks, and any the kernel mapped ahead while the rows were read
+    gguf.release_pages(src, static_cast<size_t>(w.n_out) * w.row_bytes);
+    w = view;
+    repacked.push_back(std::move(buffer));
+    total += n_bytes;
+  };
+  for (LayerWeights& lw : layers) {
+    for (WeightMatrix* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) repack_one(*w);
+  }
+  if (output.data != token_embd.data) repack_one(output);
+  return total;
 }
 
 size_t Transformer::Weights::streamed_bytes() const {

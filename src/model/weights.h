@@ -34,10 +34,19 @@ struct Transformer::Weights {
   WeightMatrix output;              // (n_vocab, n_embd); = token_embd when tied
   std::vector<float> rope_freqs;    // (n_rot / 2) Llama-3.1 frequency factors, or empty
   std::vector<LayerWeights> layers; // (n_layers)
+  struct FreeBytes {
+    void operator()(uint8_t* p) const;
+  };
+  std::vector<std::unique_ptr<uint8_t, FreeBytes>> repacked;  // the repacked matrices' bytes
 
   // Finds every tensor the config needs and checks its type and shape; 1-D tensors (norms,
   // biases, rope factors) are converted to owned F32. Error names the tensor and the problem.
   static std::unique_ptr<Weights> load(const GgufFile& gguf, const ModelConfig& config);
+  // Copies every matrix the active ISA reads faster in another layout (repacked_bytes: the layer
+  // matrices and an untied output head; never token_embd, whose rows embed() reads) into that
+  // layout, 256 rows at a time, releasing each copied range of the mapping. The outputs of
+  // every forward are unchanged to the bit. Returns the bytes repacked. Cost: one pass over them.
+  size_t repack(const GgufFile& gguf);
   // Bytes of all matrices one forward streams (output once, plus one embedding row).
   size_t streamed_bytes() const;
   // dst (n_embd) = row `token` of token_embd, dequantized.

@@ -46,6 +46,18 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::close(fd);
 }
 
+void MappedFile::release(const void* p, size_t n) const {
+  const auto* begin = static_cast<const uint8_t*>(p);
+  if (n == 0) return;
+  if (data_ == nullptr || begin < data_ || n > size_ || begin - data_ > static_cast<std::ptrdiff_t>(size_ - n))
+    throw Error("release: range of " + std::to_string(n) + " bytes outside the mapping of '" + path_ + "'");
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(begin) + n) / page * page;
+  // Advice only: a failure leaves the pages resident, which costs memory, not correctness.
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

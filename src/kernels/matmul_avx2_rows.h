@@ -1,0 +1,71 @@
+// kernels/matmul_avx2_rows.h — the per-activation-row half of the AVX2 integer tiles, shared by
+// the in-place tiles (matmul_tiles_avx2.cpp) and the repacked Q8_0 tiles
+// (matmul_repacked_avx2.cpp). Include only from translation units compiled with the AVX2 flags:
+// everything here has internal linkage, so no copy built with wide-ISA flags can be picked by
+// the linker for a baseline caller.
+//
+// A tile is 8 weight rows, one per 32-bit vector lane. For each block of 32 weight values the
+// caller holds 8 vectors v[k] whose lane L holds values 4k..4k+3 of row L; each activation row
+// then needs, per block, 8 maddubs with its 4 values broadcast: lane L accumulates exactly the
+// integer dot product of row L's block, and one float step per block scales it.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/matmul_internal.h"
+
+namespace specdec::matmul_detail {
+namespace {
+
+constexpr int kLanes = 8;  // weight rows per tile
+
+inline int min_int(int a, int b) { return a < b ? a : b; }
+
+// The 4 activation bytes at a, in every lane.
+inline __m256i bcast4(const int8_t* a) {
+  int32_t v;
+  std::memcpy(&v, a, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// y[r0 + r][o0 .. o0 + n_valid) = the first n_valid lanes of acc[r], for the R rows.
+inline void store_outputs(const __m256* acc, const RowBlock& rb, float* y, int64_t n_out, int64_t o0, int n_valid) {
+  for (int r = 0; r < rb.R; ++r) {
+    float* dst = y + (rb.r0 + r) * n_out + o0;
+    if (n_valid == kLanes) {
+      _mm256_storeu_ps(dst, acc[r]);
+    } else {
+      alignas(32) float lanes[kLanes];
+      _mm256_store_ps(lanes, acc[r]);
+      std::memcpy(dst, lanes, static_cast<size_t>(n_valid) * sizeof(float));
+    }
+  }
+}
+
+// The float step of the one-scale blocks (Q8_0, Q4_0): acc = fma(float(S) * da, d, acc).
+inline void scale_block(__m256i s, float da, __m256 d, __m256& acc) {
+  acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(da)), d, acc);
+}
+
+// One Q8_0 block b (values v[k], their absolute values v_abs[k], scales d, one per lane) applied
+// to every row of rb: S = sum(q * a_b) exactly (|q| times sign(a, q): pairs <= 2 * 128 * 127),
+// then acc[r] = fma(float(S) * da_b, d, acc[r]). Both Q8_0 layouts run exactly this sequence.
+inline void q8_0_block_rows(const __m256i* v, const __m256i* v_abs, __m256 d, const RowBlock& rb, int64_t b,
+                            __m256* acc) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int r = 0; r < rb.R; ++r) {
+    const int8_t* a = rb.values(r) + 32 * b;
+    __m256i s[2];  // two chains (even and odd k) for latency; integer sums are exact
+    #pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(v_abs[k], _mm256_sign_epi8(bcast4(a + 4 * k), v[k])), ones);
+      s[k % 2] = k < 2 ? p : _mm256_add_epi32(s[k % 2], p);
+    }
+    scale_block(_mm256_add_epi32(s[0], s[1]), rb.da(r, b), d, acc[r]);
+  }
+}
+
+}  // namespace
+}  // namespace specdec::matmul_detail

@@ -1,0 +1,89 @@
+// A Q8_0 model loaded with its weights repacked for the AVX2 kernels (ModelOptions::
+// repack_weights, the default) gives bit for bit the logits of the same model read in place,
+// for single-row decoding and for a multi-row batch, also after the tests switch to another
+// ISA; and the output head really is repacked (the path under test is taken).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/testing.h"
+#include "model/model_test_util.h"
+#include "specdec/cpu.h"
+#include "specdec/kernels.h"
+#include "specdec/make_model.h"
+#include "specdec/model.h"
+
+namespace specdec {
+namespace {
+
+struct IsaGuard {
+  Isa saved = active_isa();
+  ~IsaGuard() { set_active_isa(saved); }
+};
+
+// A small Llama with odd block counts (96 = 3 blocks, 160 = 5) and a vocabulary of 300 rows
+// (a partial last tile), untied output, Q8_0 everywhere but the norms.
+std::string make_q8_model() {
+  ModelShape shape;
+  shape.name = "repack-test";
+  shape.n_embd = 96, shape.n_layers = 2, shape.n_heads = 3, shape.n_kv_heads = 1, shape.n_ff = 160;
+  shape.n_vocab = 300, shape.n_ctx = 64, shape.tied_output = false;
+  const std::string path = testing::temp_dir() + "/repack-q8.gguf";
+  make_model(shape, quant_preset("Q8_0"), 11, path, nullptr);
+  return path;
+}
+
+std::vector<float> batch_logits(Transformer& model, const std::vector<Token>& tokens) {
+  KvCache cache = model.new_cache();
+  Batch batch;
+  for (size_t i = 0; i < tokens.size(); ++i) batch.add(tokens[i], static_cast<int32_t>(i), static_cast<int32_t>(i) - 1, 0, true);  // a chain
+  Logits out;
+  KvCache* caches[] = {&cache};
+  model.forward(batch, caches, out);
+  return out.data;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(RepackedModel, LogitsEqualTheInPlaceModelBitForBit) {
+  bool has_avx2 = false;
+  for (Isa isa : supported_isas()) has_avx2 |= isa == Isa::Avx2;
+  if (!has_avx2) GTEST_SKIP() << "this CPU has no AVX2: weights are never repacked";
+  IsaGuard guard;
+  set_active_isa(Isa::Avx2);
+  const std::string path = make_q8_model();
+  ModelOptions repack, in_place;
+  repack.n_threads = 2;
+  in_place.n_threads = 2;
+  in_place.repack_weights = false;
+  auto a = Transformer::load(path, repack);
+  auto b = Transformer::load(path, in_place);
+  ASSERT_EQ(a->output_matrix().layout, WeightLayout::Q8_0Tiles8);
+  ASSERT_EQ(b->output_matrix().layout, WeightLayout::RowMajor);
+  const std::vector<Token> tokens = {1, 17, 250, 3, 99, 42, 7, 299, 150, 5, 61};
+  EXPECT_TRUE(same_bits(testing::decode_one_at_a_time(*a, tokens), testing::decode_one_at_a_time(*b, tokens)));
+  EXPECT_TRUE(same_bits(batch_logits(*a, tokens), batch_logits(*b, tokens)));
+  // Another path after loading (as the kernel tests do): the repacked model follows it exactly.
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    EXPECT_TRUE(same_bits(batch_logits(*a, tokens), batch_logits(*b, tokens))) << isa_name(isa);
+  }
+}
+
+TEST(RepackedModel, OnlyTheAvx2PathRepacks) {
+  IsaGuard guard;
+  const std::string path = make_q8_model();
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    auto model = Transformer::load(path);
+    EXPECT_EQ(model->output_matrix().layout, isa == Isa::Avx2 ? WeightLayout::Q8_0Tiles8 : WeightLayout::RowMajor)
+        << isa_name(isa);
+  }
+}
+
+}  // namespace
+}  // namespace specdec
