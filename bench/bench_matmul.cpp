@@ -243,8 +243,9 @@ int main(int argc, char** argv) {
         benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, shape[0], shape[1], M, false)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
-        if (type == DType::Q8_0) {  // the repacked layout (AVX2 only; an error row elsewhere)
-          const std::string repacked = std::string("matmul/Q8_0-repacked/") + std::to_string(shape[0]) + "x" +
+        if (type == DType::Q8_0 || type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K) {
+          // the repacked layout (AVX2 only; an error row elsewhere)
+          const std::string repacked = std::string("matmul/") + dtype_name(type) + "-repacked/" + std::to_string(shape[0]) + "x" +
                                        std::to_string(shape[1]) + "/M:" + std::to_string(M);
           benchmark::RegisterBenchmark(repacked.c_str(), bm_matmul, type, shape[0], shape[1], M, true)
               ->Unit(benchmark::kMicrosecond)

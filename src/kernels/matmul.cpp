@@ -97,7 +97,10 @@ void check_weights(const WeightMatrix& w, int M) {
 void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool) {
   check_weights(w, M);
   if (w.layout != WeightLayout::RowMajor) {
-    if (w.layout != WeightLayout::Q8_0Tiles8 || w.type != DType::Q8_0 || w.row_bytes != dtype_row_bytes(w.type, w.n_in))
+    const bool known = (w.layout == WeightLayout::Q8_0Tiles8 && w.type == DType::Q8_0) ||
+                       (w.layout == WeightLayout::Chunks16Tiles8 &&
+                        (w.type == DType::Q4_K || w.type == DType::Q5_K || w.type == DType::Q6_K));
+    if (!known || w.row_bytes != dtype_row_bytes(w.type, w.n_in))
       throw Error("matmul: bad repacked matrix (layout " + std::to_string(static_cast<int>(w.layout)) + ", type " +
                   dtype_name(w.type) + ")");
     if (active_isa() != Isa::Avx2) {  // repacked for AVX2, called on another path (tests)

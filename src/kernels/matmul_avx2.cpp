@@ -6,7 +6,8 @@
 //    a zero-padded tail last; y = hsum(acc). Tiles of W weight rows x R activation rows, the
 //    shape picked by M (float_range).
 //  - every quantized type: the in-place tiles of matmul_tiles_avx2.cpp (their own order); a
-//    repacked Q8_0 matrix: matmul_repacked_avx2.cpp (the same order and bits).
+//    repacked Q8_0 matrix: matmul_repacked_avx2.cpp, a repacked Q4_K/Q5_K/Q6_K one: the same
+//    tiles over the stored chunks (the same order and bits).
 #include <immintrin.h>
 
 #include <cstring>

@@ -97,6 +97,20 @@ constexpr int64_t kQ8PairBytes = 544;
 constexpr int64_t q8_pairs(int64_t n_in) { return (n_in / 32 + 1) / 2; }
 constexpr int64_t q8_tile_bytes(int64_t n_in) { return q8_pairs(n_in) * kQ8PairBytes; }
 
+// ---- The Chunks16Tiles8 layout (Q4_K, Q5_K, Q6_K: super-blocks of B = 144, 176, 210 bytes).
+// Rows in tiles of 8 (zero rows past n_out); a tile's super-blocks s in order, each
+// chunk16_block_bytes(B) bytes:
+//   chunk c < B / 16, at 128 c: 4 vectors of 32 bytes; vector k's lane L (bytes 4L..4L+3) =
+//     bytes 16c + 4k .. 16c + 4k + 3 of row L's super-block: the in-place tile's
+//     load_transposed16(16 c) result, stored;
+//   then the tail (bytes 16 (B / 16) .. B, e.g. Q6_K's binary16 d) in 2-byte units u: unit u of
+//     row L at 16 u + 2 L, padded to 32 bytes.
+// Every vector is 32-byte aligned when data is; 8 x B bytes per super-block, plus the tail's
+// padding (Q6_K: 1,696 instead of 1,680).
+constexpr int64_t chunk16_block_bytes(int64_t block_bytes) {
+  return block_bytes / 16 * 128 + round_up(8 * (block_bytes % 16), 32);
+}
+
 // Activation rows [r0, r0 + R) of a job, with row pointers into the quantized activations, for
 // the tiled kernels. Internal linkage: each per-ISA file gets its own copy, so no copy built
 // with wide-ISA flags can be picked by the linker for another file.
@@ -134,7 +148,8 @@ bool is_float_weight(DType type);
 bool matmul_range_tiled_avx512(const RangeJob& job);
 
 // The same tiles with AVX2 instructions, 8 weight rows per tile (matmul_tiles_avx2.cpp), plus
-// every other quantized type. For Q8_0, Q4_K and Q6_K the same formulas, so the same bits as
+// every other quantized type; for a Chunks16Tiles8 matrix the same tiles read the stored
+// transposed chunks (the same bits). For Q8_0, Q4_K and Q6_K the same formulas, so the same bits as
 // matmul_range_tiled_avx512.
 bool matmul_range_tiled_avx2(const RangeJob& job);
 

@@ -10,7 +10,9 @@
 // broadcast: lane L accumulates exactly the integer dot product of row L's block, and one
 // float step per block scales it. Compared with the unpacking path (matmul_avx2.cpp) this
 // drops the per-row copy of every weight row and does one float step per block instead of
-// one per 4 values, which is what makes extra activation rows cheap.
+// one per 4 values, which is what makes extra activation rows cheap. The Q4_K, Q5_K and Q6_K
+// tiles are templates on their source: the in-place Tile, or a ChunkTile over a matrix repacked
+// at load (WeightLayout::Chunks16Tiles8), whose transposed chunks are stored (the same bits).
 //
 // maddubs multiplies unsigned by signed bytes and saturates pairs to int16, so:
 //   Q8_0: |q| times sign(a, q) (pairs <= 2 * 128 * 127, exact), then madd to int32 per k;
@@ -116,6 +118,46 @@ inline __m256 half_lanes(__m256i h, int shift) {
 // The binary16 value in the low (shift 0) or high (shift 16) half of the dword at rows[L] + off.
 inline __m256 gather_half(const Tile& t, int64_t off, int shift) {
   return half_lanes(_mm256_i32gather_epi32(reinterpret_cast<const int*>(t.rows[0] + off), t.offset, 1), shift);
+}
+
+// ---- The same accessors over a Chunks16Tiles8 tile (matmul_internal.h): the transposed 16-byte
+// chunks are stored, so each load_transposed16 is 4 aligned loads. kBlock: the super-block's
+// bytes in the file (offsets passed in are the file's: s * kBlock + offset in the block).
+template <int64_t kBlock>
+struct ChunkTile {
+  static constexpr int64_t kStride = chunk16_block_bytes(kBlock);  // bytes per super-block
+  static constexpr int64_t kChunks = kBlock / 16;
+  const uint8_t* base = nullptr;   // the tile's first super-block
+  int64_t prefetch_ahead = 0;      // bytes ahead of the current super-block prefetched
+};
+
+template <int64_t kBlock>
+inline void prefetch_next(const ChunkTile<kBlock>& t, int64_t s) {
+  const char* p = reinterpret_cast<const char*>(t.base + s * ChunkTile<kBlock>::kStride + t.prefetch_ahead);
+  for (int64_t i = 0; i < ChunkTile<kBlock>::kStride; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
+}
+
+// off: a multiple of 16 below 16 * kChunks within its super-block.
+template <int64_t kBlock>
+inline void load_transposed16(const ChunkTile<kBlock>& t, int64_t off, __m256i* y) {
+  const int64_t s = off / kBlock, c = (off - s * kBlock) / 16;
+  const uint8_t* p = t.base + s * ChunkTile<kBlock>::kStride + 128 * c;
+  #pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) y[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32 * k));
+}
+
+template <int64_t kBlock>
+inline void load_transposed32(const ChunkTile<kBlock>& t, int64_t off, __m256i* y) {
+  load_transposed16(t, off, y);
+  load_transposed16(t, off + 16, y + 4);
+}
+
+// The binary16 value at byte off + shift / 8 of every row, which must lie in the tail.
+template <int64_t kBlock>
+inline __m256 gather_half(const ChunkTile<kBlock>& t, int64_t off, int shift) {
+  const int64_t s = off / kBlock, u = (off - s * kBlock + shift / 8 - 16 * ChunkTile<kBlock>::kChunks) / 2;
+  const uint8_t* p = t.base + s * ChunkTile<kBlock>::kStride + 128 * ChunkTile<kBlock>::kChunks + 16 * u;
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
 // Byte g % 4 of packed[g / 4] in every lane, as an int32 (per-row bytes such as sub-block
@@ -233,8 +275,8 @@ void legacy_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* ac
 // ---- Q5_K (kFiveBit): 176 bytes: the same d, dmin and scales, then qh[32] (bit 2j of qh[l]: the
 // fifth bit of value l of sub-block 2j, bit 2j + 1: of sub-block 2j + 1), then the 128 bytes of
 // nibbles. The same formulas with q < 32.
-template <bool kFiveBit>
-void q45_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
+template <bool kFiveBit, typename Src>
+void q45_k_tile(const Src& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
   using Block = std::conditional_t<kFiveBit, quant::BlockQ5_K, quant::BlockQ4_K>;
   constexpr int64_t kQsOffset = kFiveBit ? 48 : 16;  // offsetof(Block, qs)
   const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
@@ -299,7 +341,8 @@ inline __m256i six_bit_group_dot(const __m256i* v, const int8_t* a, __m256i init
 // scales (one per 16 values), binary16 d. Per 128 values n: value l (l < 32) is ql[64n + l] low
 // nibble | (qh[32n + l] bits 0-1) << 4; l + 32: ql[64n + 32 + l] low | qh bits 2-3; l + 64:
 // ql[64n + l] high | qh bits 4-5; l + 96: ql[64n + 32 + l] high | qh bits 6-7; minus 32.
-void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
+template <typename Src>
+void q6_k_tile(const Src& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ6_K));
@@ -457,11 +500,40 @@ void q2_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
   }
 }
 
+// A Chunks16Tiles8 matrix: the same tile functions over the stored chunks. One sequential stream
+// per thread; prefetched about 1.5 KiB ahead (2 super-blocks of Q4_K).
+template <int64_t kBlock, typename TileFn>
+void chunk_tiles(const RangeJob& job, TileFn tile_fn) {
+  const WeightMatrix& w = *job.w;
+  const int64_t n_super = w.n_in / 256, tile_bytes = n_super * ChunkTile<kBlock>::kStride;
+  __m256 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 8 outputs
+  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
+    const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
+    ChunkTile<kBlock> t;
+    t.base = static_cast<const uint8_t*>(w.data) + (o0 / kLanes) * tile_bytes;
+    t.prefetch_ahead = 2 * ChunkTile<kBlock>::kStride;
+    for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
+      const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
+      for (int r = 0; r < rb.R; ++r) acc[r] = _mm256_setzero_ps();
+      tile_fn(t, n_super, rb, acc);
+      store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
+    }
+  }
+}
+
 }  // namespace
 
 bool matmul_range_tiled_avx2(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const DType type = w.type;
+  if (w.layout == WeightLayout::Chunks16Tiles8) {
+    switch (type) {
+      case DType::Q4_K: chunk_tiles<sizeof(quant::BlockQ4_K)>(job, q45_k_tile<false, ChunkTile<sizeof(quant::BlockQ4_K)>>); return true;
+      case DType::Q5_K: chunk_tiles<sizeof(quant::BlockQ5_K)>(job, q45_k_tile<true, ChunkTile<sizeof(quant::BlockQ5_K)>>); return true;
+      case DType::Q6_K: chunk_tiles<sizeof(quant::BlockQ6_K)>(job, q6_k_tile<ChunkTile<sizeof(quant::BlockQ6_K)>>); return true;
+      default: return false;
+    }
+  }
   const bool blocks32 = type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 ||
                         type == DType::Q5_1;
   if (!blocks32 && type != DType::Q2_K && type != DType::Q3_K && type != DType::Q4_K && type != DType::Q5_K && type != DType::Q6_K) return false;

@@ -1,4 +1,4 @@
-// Repacked weights (repack_rows, WeightLayout::Q8_0Tiles8): the AVX2 kernel over the repacked
+// Repacked weights (repack_rows: Q8_0Tiles8, Chunks16Tiles8): the AVX2 kernels over the repacked
 // copy gives bit for bit the in-place kernel's outputs for every M, odd shapes (a partial last
 // tile, an odd block count) and thread counts; copy_weight_row restores every row; a repacked
 // matrix used on another ISA falls back to row-major order with that ISA's bits; and only the
@@ -6,6 +6,7 @@
 // (SPECDEC_TEST_SEED repeats a run).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -39,7 +40,10 @@ struct FreeDeleter {
   void operator()(uint8_t* p) const { std::free(p); }
 };
 
-// A Q8_0 matrix and its repacked copy (made while AVX2 is active).
+// The types with a repacked layout on AVX2.
+const DType kRepackedTypes[] = {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// A matrix and its repacked copy (made while AVX2 is active).
 struct RepackedProblem {
   std::vector<uint8_t> data;  // (n_out, row_bytes)
   WeightMatrix w;             // row-major view of data
@@ -48,16 +52,16 @@ struct RepackedProblem {
 };
 
 // chunk_rows: rows per repack_rows call (a multiple of kRepackTileRows), as the loader does.
-RepackedProblem make_repacked(int64_t n_out, int64_t n_in, int64_t chunk_rows, Rng& rng) {
+RepackedProblem make_repacked(DType type, int64_t n_out, int64_t n_in, int64_t chunk_rows, Rng& rng) {
   RepackedProblem p;
-  p.data = random_weights(DType::Q8_0, n_out, n_in, rng);
-  p.w = WeightMatrix{DType::Q8_0, p.data.data(), n_in, n_out, dtype_row_bytes(DType::Q8_0, n_in)};
+  p.data = random_weights(type, n_out, n_in, rng);
+  p.w = WeightMatrix{type, p.data.data(), n_in, n_out, dtype_row_bytes(type, n_in)};
   const size_t n_bytes = repacked_bytes(p.w);
   EXPECT_GT(n_bytes, 0u);
   p.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (n_bytes + 63) / 64 * 64)));
   std::memset(p.bytes.get(), 0, n_bytes);
   for (int64_t o = 0; o < n_out; o += chunk_rows) p.repacked = repack_rows(p.w, o, std::min(n_out, o + chunk_rows), p.bytes.get());
-  EXPECT_EQ(p.repacked.layout, WeightLayout::Q8_0Tiles8);
+  EXPECT_EQ(p.repacked.layout, type == DType::Q8_0 ? WeightLayout::Q8_0Tiles8 : WeightLayout::Chunks16Tiles8);
   return p;
 }
 
@@ -73,24 +77,28 @@ std::vector<float> run(const WeightMatrix& w, const std::vector<float>& x, int M
   return y;
 }
 
-TEST(Repack, Q8_0TilesGiveTheInPlaceBitsForEveryM) {
-  if (!supports(Isa::Avx2)) GTEST_SKIP() << "this CPU has no AVX2: the repacked layout is never used";
+TEST(Repack, TilesGiveTheInPlaceBitsForEveryM) {
+  if (!supports(Isa::Avx2)) GTEST_SKIP() << "this CPU has no AVX2: the repacked layouts are never used";
   IsaGuard guard;
   set_active_isa(Isa::Avx2);
-  Rng rng(testing::test_seed("repacked q8_0 vs in place"));
+  Rng rng(testing::test_seed("repacked vs in place"));
   ThreadPool pool(2);
-  // {n_out, n_in}: partial last tiles (1, 13, 37 rows), odd block counts (n_in / 32 = 1, 3, 9),
-  // and a shape split over several thread chunks.
-  const int64_t shapes[][2] = {{1, 32}, {8, 64}, {13, 96}, {37, 288}, {64, 256}, {200, 512}};
-  for (const auto& shape : shapes) {
-    const RepackedProblem p = make_repacked(shape[0], shape[1], 16, rng);
-    for (int M : {1, 2, 3, 4, 5, 8, 9, 17, 32, 70}) {
-      const std::vector<float> x = random_x(M, shape[1], rng);
-      const std::vector<float> in_place = run(p.w, x, M, nullptr);
-      for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
-        const std::vector<float> y = run(p.repacked, x, M, threads);
-        ASSERT_EQ(0, std::memcmp(y.data(), in_place.data(), y.size() * sizeof(float)))
-            << shape[0] << "x" << shape[1] << " M=" << M << (threads ? " 2 threads" : " 1 thread");
+  // {n_out, n_in}: partial last tiles (1, 13, 37 rows), odd Q8_0 block counts (n_in / 32 = 1,
+  // 3, 9), and a shape split over several thread chunks; K types: n_in a multiple of 256.
+  using Shapes = std::vector<std::array<int64_t, 2>>;  // {n_out, n_in}
+  const Shapes q8_shapes = {{1, 32}, {8, 64}, {13, 96}, {37, 288}, {64, 256}, {200, 512}};
+  const Shapes k_shapes = {{1, 256}, {13, 512}, {37, 768}, {200, 256}};
+  for (DType type : kRepackedTypes) {
+    for (const auto& shape : type == DType::Q8_0 ? q8_shapes : k_shapes) {
+      const RepackedProblem p = make_repacked(type, shape[0], shape[1], 16, rng);
+      for (int M : {1, 2, 3, 4, 5, 8, 9, 17, 32, 70}) {
+        const std::vector<float> x = random_x(M, shape[1], rng);
+        const std::vector<float> in_place = run(p.w, x, M, nullptr);
+        for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          const std::vector<float> y = run(p.repacked, x, M, threads);
+          ASSERT_EQ(0, std::memcmp(y.data(), in_place.data(), y.size() * sizeof(float)))
+              << dtype_name(type) << " " << shape[0] << "x" << shape[1] << " M=" << M << (threads ? " 2 threads" : " 1 thread");
+        }
       }
     }
   }
@@ -101,20 +109,23 @@ TEST(Repack, ChunkedRepackEqualsOneCallAndRowsCopyBack) {
   IsaGuard guard;
   set_active_isa(Isa::Avx2);
   Rng rng(testing::test_seed("repack chunks"));
-  const uint64_t seed = rng.next_u64();
-  Rng a(seed), b(seed);
-  const RepackedProblem whole = make_repacked(45, 160, 48, a);
-  const RepackedProblem chunked = make_repacked(45, 160, 8, b);
-  ASSERT_EQ(0, std::memcmp(whole.bytes.get(), chunked.bytes.get(), repacked_bytes(whole.w)));
-  std::vector<uint8_t> row(whole.w.row_bytes);
-  for (int64_t o = 0; o < 45; ++o) {
-    copy_weight_row(whole.repacked, o, row.data());
-    ASSERT_EQ(0, std::memcmp(row.data(), whole.data.data() + o * whole.w.row_bytes, row.size())) << "row " << o;
-    copy_weight_row(whole.w, o, row.data());
-    ASSERT_EQ(0, std::memcmp(row.data(), whole.data.data() + o * whole.w.row_bytes, row.size())) << "row " << o;
+  for (DType type : kRepackedTypes) {
+    const int64_t n_in = type == DType::Q8_0 ? 160 : 512;
+    const uint64_t seed = rng.next_u64();
+    Rng a(seed), b(seed);
+    const RepackedProblem whole = make_repacked(type, 45, n_in, 48, a);
+    const RepackedProblem chunked = make_repacked(type, 45, n_in, 8, b);
+    ASSERT_EQ(0, std::memcmp(whole.bytes.get(), chunked.bytes.get(), repacked_bytes(whole.w))) << dtype_name(type);
+    std::vector<uint8_t> row(whole.w.row_bytes);
+    for (int64_t o = 0; o < 45; ++o) {
+      copy_weight_row(whole.repacked, o, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), whole.data.data() + o * whole.w.row_bytes, row.size())) << dtype_name(type) << " row " << o;
+      copy_weight_row(whole.w, o, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), whole.data.data() + o * whole.w.row_bytes, row.size())) << dtype_name(type) << " row " << o;
+    }
+    EXPECT_THROW(copy_weight_row(whole.repacked, 45, row.data()), Error);
+    EXPECT_THROW(copy_weight_row(whole.repacked, -1, row.data()), Error);
   }
-  EXPECT_THROW(copy_weight_row(whole.repacked, 45, row.data()), Error);
-  EXPECT_THROW(copy_weight_row(whole.repacked, -1, row.data()), Error);
 }
 
 // Tests switch ISAs after a model is loaded: a matrix repacked for AVX2 still gives, on every
@@ -124,33 +135,42 @@ TEST(Repack, RepackedMatrixOnAnotherIsaGivesThatIsasBits) {
   IsaGuard guard;
   set_active_isa(Isa::Avx2);
   Rng rng(testing::test_seed("repacked on other isas"));
-  const RepackedProblem p = make_repacked(21, 192, 16, rng);
-  for (Isa isa : supported_isas()) {
-    set_active_isa(isa);
-    for (int M : {1, 6}) {
-      const std::vector<float> x = random_x(M, 192, rng);
-      const std::vector<float> y = run(p.repacked, x, M, nullptr), y_row_major = run(p.w, x, M, nullptr);
-      ASSERT_EQ(0, std::memcmp(y.data(), y_row_major.data(), y.size() * sizeof(float))) << isa_name(isa) << " M=" << M;
+  for (DType type : kRepackedTypes) {
+    set_active_isa(Isa::Avx2);
+    const int64_t n_in = type == DType::Q8_0 ? 192 : 256;
+    const RepackedProblem p = make_repacked(type, 21, n_in, 16, rng);
+    for (Isa isa : supported_isas()) {
+      set_active_isa(isa);
+      for (int M : {1, 6}) {
+        const std::vector<float> x = random_x(M, n_in, rng);
+        const std::vector<float> y = run(p.repacked, x, M, nullptr), y_row_major = run(p.w, x, M, nullptr);
+        ASSERT_EQ(0, std::memcmp(y.data(), y_row_major.data(), y.size() * sizeof(float)))
+            << dtype_name(type) << " " << isa_name(isa) << " M=" << M;
+      }
     }
+    const std::vector<float> x = random_x(3, n_in, rng);
+    std::vector<float> ref(3 * 21), ref_row_major(3 * 21);
+    matmul_reference(p.repacked, x.data(), 3, ref.data());
+    matmul_reference(p.w, x.data(), 3, ref_row_major.data());
+    EXPECT_EQ(0, std::memcmp(ref.data(), ref_row_major.data(), ref.size() * sizeof(float))) << dtype_name(type);
   }
-  const std::vector<float> x = random_x(3, 192, rng);
-  std::vector<float> ref(3 * 21), ref_row_major(3 * 21);
-  matmul_reference(p.repacked, x.data(), 3, ref.data());
-  matmul_reference(p.w, x.data(), 3, ref_row_major.data());
-  EXPECT_EQ(0, std::memcmp(ref.data(), ref_row_major.data(), ref.size() * sizeof(float)));
 }
 
 TEST(Repack, OnlyTypesAndIsasWithALayoutAndWholeTiles) {
   IsaGuard guard;
   Rng rng(testing::test_seed("repack arguments"));
-  std::vector<uint8_t> q8 = random_weights(DType::Q8_0, 16, 64, rng), q4k = random_weights(DType::Q4_K, 16, 256, rng);
+  std::vector<uint8_t> q8 = random_weights(DType::Q8_0, 16, 64, rng), q4 = random_weights(DType::Q4_0, 16, 256, rng);
+  std::vector<uint8_t> q6k = random_weights(DType::Q6_K, 16, 256, rng);
   const WeightMatrix w8{DType::Q8_0, q8.data(), 64, 16, dtype_row_bytes(DType::Q8_0, 64)};
-  const WeightMatrix w4k{DType::Q4_K, q4k.data(), 256, 16, dtype_row_bytes(DType::Q4_K, 256)};
+  const WeightMatrix w4{DType::Q4_0, q4.data(), 256, 16, dtype_row_bytes(DType::Q4_0, 256)};
+  const WeightMatrix w6k{DType::Q6_K, q6k.data(), 256, 16, dtype_row_bytes(DType::Q6_K, 256)};
   std::vector<uint8_t> dst(4096);
   for (Isa isa : supported_isas()) {
     set_active_isa(isa);
-    EXPECT_EQ(repacked_bytes(w4k), 0u) << isa_name(isa);
-    EXPECT_THROW(repack_rows(w4k, 0, 16, dst.data()), Error);
+    EXPECT_EQ(repacked_bytes(w4), 0u) << isa_name(isa);  // Q4_0 has no repacked layout
+    EXPECT_THROW(repack_rows(w4, 0, 16, dst.data()), Error);
+    // Q6_K: 2 tiles x (13 chunks x 128 + the tail of 8 binary16 d padded to 32) on AVX2
+    EXPECT_EQ(repacked_bytes(w6k), isa == Isa::Avx2 ? 2u * 1696u : 0u) << isa_name(isa);
     if (isa == Isa::Avx2) {
       EXPECT_EQ(repacked_bytes(w8), 2u * 544u);  // 2 tiles x 1 pair of blocks
       EXPECT_THROW(repack_rows(w8, 4, 16, dst.data()), Error);   // not a tile boundary

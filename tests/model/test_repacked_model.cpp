@@ -1,4 +1,4 @@
-// A Q8_0 model loaded with its weights repacked for the AVX2 kernels (ModelOptions::
+// Q8_0 and Q4_K_M models loaded with their weights repacked for the AVX2 kernels (ModelOptions::
 // repack_weights, the default) gives bit for bit the logits of the same model read in place,
 // for single-row decoding and for a multi-row batch, also after the tests switch to another
 // ISA; and the output head really is repacked (the path under test is taken).
@@ -23,15 +23,18 @@ struct IsaGuard {
   ~IsaGuard() { set_active_isa(saved); }
 };
 
-// A small Llama with odd block counts (96 = 3 blocks, 160 = 5) and a vocabulary of 300 rows
-// (a partial last tile), untied output, Q8_0 everywhere but the norms.
-std::string make_q8_model() {
+// Small Llamas with a vocabulary of 300 rows (a partial last tile) and an untied output.
+//  - Q8_0: odd block counts (96 = 3 blocks, 160 = 5), Q8_0 everywhere but the norms;
+//  - Q4_K_M: rows of 256 and 768 values (1 and 3 super-blocks): Q4_K, Q6_K (output, some
+//    ffn_down / attn_v) tensors.
+std::string make_test_model(const std::string& preset) {
   ModelShape shape;
   shape.name = "repack-test";
-  shape.n_embd = 96, shape.n_layers = 2, shape.n_heads = 3, shape.n_kv_heads = 1, shape.n_ff = 160;
-  shape.n_vocab = 300, shape.n_ctx = 64, shape.tied_output = false;
-  const std::string path = testing::temp_dir() + "/repack-q8.gguf";
-  make_model(shape, quant_preset("Q8_0"), 11, path, nullptr);
+  const bool k_quants = preset != "Q8_0";
+  shape.n_embd = k_quants ? 256 : 96, shape.n_layers = 2, shape.n_heads = k_quants ? 4 : 3, shape.n_kv_heads = 1;
+  shape.n_ff = k_quants ? 768 : 160, shape.n_vocab = 300, shape.n_ctx = 64, shape.tied_output = false;
+  const std::string path = testing::temp_dir() + "/repack-" + preset + ".gguf";
+  make_model(shape, quant_preset(preset), 11, path, nullptr);
   return path;
 }
 
@@ -54,29 +57,33 @@ TEST(RepackedModel, LogitsEqualTheInPlaceModelBitForBit) {
   for (Isa isa : supported_isas()) has_avx2 |= isa == Isa::Avx2;
   if (!has_avx2) GTEST_SKIP() << "this CPU has no AVX2: weights are never repacked";
   IsaGuard guard;
-  set_active_isa(Isa::Avx2);
-  const std::string path = make_q8_model();
-  ModelOptions repack, in_place;
-  repack.n_threads = 2;
-  in_place.n_threads = 2;
-  in_place.repack_weights = false;
-  auto a = Transformer::load(path, repack);
-  auto b = Transformer::load(path, in_place);
-  ASSERT_EQ(a->output_matrix().layout, WeightLayout::Q8_0Tiles8);
-  ASSERT_EQ(b->output_matrix().layout, WeightLayout::RowMajor);
-  const std::vector<Token> tokens = {1, 17, 250, 3, 99, 42, 7, 299, 150, 5, 61};
-  EXPECT_TRUE(same_bits(testing::decode_one_at_a_time(*a, tokens), testing::decode_one_at_a_time(*b, tokens)));
-  EXPECT_TRUE(same_bits(batch_logits(*a, tokens), batch_logits(*b, tokens)));
-  // Another path after loading (as the kernel tests do): the repacked model follows it exactly.
-  for (Isa isa : supported_isas()) {
-    set_active_isa(isa);
-    EXPECT_TRUE(same_bits(batch_logits(*a, tokens), batch_logits(*b, tokens))) << isa_name(isa);
+  for (const char* preset : {"Q8_0", "Q4_K_M"}) {
+    set_active_isa(Isa::Avx2);
+    const std::string path = make_test_model(preset);
+    ModelOptions repack, in_place;
+    repack.n_threads = 2;
+    in_place.n_threads = 2;
+    in_place.repack_weights = false;
+    auto a = Transformer::load(path, repack);
+    auto b = Transformer::load(path, in_place);
+    const DType output_type = a->output_matrix().type;
+    ASSERT_EQ(output_type, std::string(preset) == "Q8_0" ? DType::Q8_0 : DType::Q6_K);
+    ASSERT_EQ(a->output_matrix().layout, output_type == DType::Q8_0 ? WeightLayout::Q8_0Tiles8 : WeightLayout::Chunks16Tiles8);
+    ASSERT_EQ(b->output_matrix().layout, WeightLayout::RowMajor);
+    const std::vector<Token> tokens = {1, 17, 250, 3, 99, 42, 7, 299, 150, 5, 61};
+    EXPECT_TRUE(same_bits(testing::decode_one_at_a_time(*a, tokens), testing::decode_one_at_a_time(*b, tokens))) << preset;
+    EXPECT_TRUE(same_bits(batch_logits(*a, tokens), batch_logits(*b, tokens))) << preset;
+    // Another path after loading (as the kernel tests do): the repacked model follows it exactly.
+    for (Isa isa : supported_isas()) {
+      set_active_isa(isa);
+      EXPECT_TRUE(same_bits(batch_logits(*a, tokens), batch_logits(*b, tokens))) << preset << " " << isa_name(isa);
+    }
   }
 }
 
 TEST(RepackedModel, OnlyTheAvx2PathRepacks) {
   IsaGuard guard;
-  const std::string path = make_q8_model();
+  const std::string path = make_test_model("Q8_0");
   for (Isa isa : supported_isas()) {
     set_active_isa(isa);
     auto model = Transformer::load(path);
