@@ -22,13 +22,43 @@ namespace {
 // no prefetch cost 1.2-1.6x at every M; 16 pairs ahead was best at M = 1, 2-8 at M = 5-9).
 inline int64_t prefetch_pairs(int n_rows) { return n_rows >= 8 ? 2 : (16 + n_rows - 1) / n_rows; }
 
+inline void prefetch_pair(const uint8_t* p) {
+  #pragma GCC unroll 9
+  for (int64_t i = 0; i < kQ8PairBytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
+}
+
+// M = 1 (decode): the same operations as q8_0_block_rows for one row, with the accumulator kept
+// in a register across blocks instead of acc[0] in memory (no store-to-load chain per block),
+// and no arrays of v / |v| for the compiler to spill. The same bits.
+void q8_0_repacked_tile_1row(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
+  const int64_t ahead = prefetch_pairs(1) * kQ8PairBytes;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t* a_row = rb.values(0);
+  __m256 acc0 = acc[0];
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* pair = tile + (b / 2) * kQ8PairBytes;
+    if (b % 2 == 0) prefetch_pair(pair + ahead);
+    const uint8_t* values = pair + 32 + (b % 2) * 256;  // (8 vectors of 32 bytes)
+    const int8_t* a = a_row + 32 * b;
+    __m256i s[2];
+    #pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(values + 32 * k));
+      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(bcast4(a + 4 * k), v)), ones);
+      s[k % 2] = k < 2 ? p : _mm256_add_epi32(s[k % 2], p);
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(pair + (b % 2) * 16)));
+    scale_block(_mm256_add_epi32(s[0], s[1]), rb.da(0, b), d, acc0);
+  }
+  acc[0] = acc0;
+}
+
 void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
+  if (rb.R == 1) return q8_0_repacked_tile_1row(tile, n_blocks, rb, acc);
   const int64_t ahead = prefetch_pairs(rb.R) * kQ8PairBytes;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* pair = tile + (b / 2) * kQ8PairBytes;
-    if (b % 2 == 0) {  // past the matrix's end: harmless (prefetches never fault)
-      for (int64_t i = 0; i < kQ8PairBytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(pair + ahead + i), _MM_HINT_T0);
-    }
+    if (b % 2 == 0) prefetch_pair(pair + ahead);  // past the matrix's end: harmless (never faults)
     const uint8_t* values = pair + 32 + (b % 2) * 256;  // (8 vectors of 32 bytes)
     __m256i v[8], v_abs[8];
     #pragma GCC unroll 8
