@@ -43,6 +43,12 @@ struct FreeDeleter {
 // The types with a repacked layout on AVX2.
 const DType kRepackedTypes[] = {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
+bool is_k_quant(DType type) { return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K; }
+
+WeightLayout expected_layout(DType type) {
+  return type == DType::Q8_0 ? WeightLayout::Q8_0Tiles8 : WeightLayout::Chunks16Tiles8;
+}
+
 // A matrix and its repacked copy (made while AVX2 is active).
 struct RepackedProblem {
   std::vector<uint8_t> data;  // (n_out, row_bytes)
@@ -61,7 +67,7 @@ RepackedProblem make_repacked(DType type, int64_t n_out, int64_t n_in, int64_t c
   p.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (n_bytes + 63) / 64 * 64)));
   std::memset(p.bytes.get(), 0, n_bytes);
   for (int64_t o = 0; o < n_out; o += chunk_rows) p.repacked = repack_rows(p.w, o, std::min(n_out, o + chunk_rows), p.bytes.get());
-  EXPECT_EQ(p.repacked.layout, type == DType::Q8_0 ? WeightLayout::Q8_0Tiles8 : WeightLayout::Chunks16Tiles8);
+  EXPECT_EQ(p.repacked.layout, expected_layout(type));
   return p;
 }
 
@@ -83,13 +89,13 @@ TEST(Repack, TilesGiveTheInPlaceBitsForEveryM) {
   set_active_isa(Isa::Avx2);
   Rng rng(testing::test_seed("repacked vs in place"));
   ThreadPool pool(2);
-  // {n_out, n_in}: partial last tiles (1, 13, 37 rows), odd Q8_0 block counts (n_in / 32 = 1,
+  // {n_out, n_in}: partial last tiles (1, 13, 37 rows), odd block counts of 32 (n_in / 32 = 1,
   // 3, 9), and a shape split over several thread chunks; K types: n_in a multiple of 256.
   using Shapes = std::vector<std::array<int64_t, 2>>;  // {n_out, n_in}
   const Shapes q8_shapes = {{1, 32}, {8, 64}, {13, 96}, {37, 288}, {64, 256}, {200, 512}};
   const Shapes k_shapes = {{1, 256}, {13, 512}, {37, 768}, {200, 256}};
   for (DType type : kRepackedTypes) {
-    for (const auto& shape : type == DType::Q8_0 ? q8_shapes : k_shapes) {
+    for (const auto& shape : is_k_quant(type) ? k_shapes : q8_shapes) {
       const RepackedProblem p = make_repacked(type, shape[0], shape[1], 16, rng);
       for (int M : {1, 2, 3, 4, 5, 8, 9, 17, 32, 70}) {
         const std::vector<float> x = random_x(M, shape[1], rng);
@@ -110,7 +116,7 @@ TEST(Repack, ChunkedRepackEqualsOneCallAndRowsCopyBack) {
   set_active_isa(Isa::Avx2);
   Rng rng(testing::test_seed("repack chunks"));
   for (DType type : kRepackedTypes) {
-    const int64_t n_in = type == DType::Q8_0 ? 160 : 512;
+    const int64_t n_in = is_k_quant(type) ? 512 : 160;
     const uint64_t seed = rng.next_u64();
     Rng a(seed), b(seed);
     const RepackedProblem whole = make_repacked(type, 45, n_in, 48, a);
@@ -137,7 +143,7 @@ TEST(Repack, RepackedMatrixOnAnotherIsaGivesThatIsasBits) {
   Rng rng(testing::test_seed("repacked on other isas"));
   for (DType type : kRepackedTypes) {
     set_active_isa(Isa::Avx2);
-    const int64_t n_in = type == DType::Q8_0 ? 192 : 256;
+    const int64_t n_in = is_k_quant(type) ? 256 : 224;  // 7 blocks of 32: an odd pair count
     const RepackedProblem p = make_repacked(type, 21, n_in, 16, rng);
     for (Isa isa : supported_isas()) {
       set_active_isa(isa);
@@ -159,18 +165,20 @@ TEST(Repack, RepackedMatrixOnAnotherIsaGivesThatIsasBits) {
 TEST(Repack, OnlyTypesAndIsasWithALayoutAndWholeTiles) {
   IsaGuard guard;
   Rng rng(testing::test_seed("repack arguments"));
-  std::vector<uint8_t> q8 = random_weights(DType::Q8_0, 16, 64, rng), q4 = random_weights(DType::Q4_0, 16, 256, rng);
-  std::vector<uint8_t> q6k = random_weights(DType::Q6_K, 16, 256, rng);
+  std::vector<uint8_t> q8 = random_weights(DType::Q8_0, 16, 64, rng), q2k = random_weights(DType::Q2_K, 16, 256, rng);
+  std::vector<uint8_t> q6k = random_weights(DType::Q6_K, 16, 256, rng), q51 = random_weights(DType::Q5_1, 16, 96, rng);  // Q5_1: none
   const WeightMatrix w8{DType::Q8_0, q8.data(), 64, 16, dtype_row_bytes(DType::Q8_0, 64)};
-  const WeightMatrix w4{DType::Q4_0, q4.data(), 256, 16, dtype_row_bytes(DType::Q4_0, 256)};
+  const WeightMatrix w2k{DType::Q2_K, q2k.data(), 256, 16, dtype_row_bytes(DType::Q2_K, 256)};
   const WeightMatrix w6k{DType::Q6_K, q6k.data(), 256, 16, dtype_row_bytes(DType::Q6_K, 256)};
+  const WeightMatrix w51{DType::Q5_1, q51.data(), 96, 16, dtype_row_bytes(DType::Q5_1, 96)};
   std::vector<uint8_t> dst(4096);
   for (Isa isa : supported_isas()) {
     set_active_isa(isa);
-    EXPECT_EQ(repacked_bytes(w4), 0u) << isa_name(isa);  // Q4_0 has no repacked layout
-    EXPECT_THROW(repack_rows(w4, 0, 16, dst.data()), Error);
+    EXPECT_EQ(repacked_bytes(w2k), 0u) << isa_name(isa);  // Q2_K has no repacked layout
+    EXPECT_THROW(repack_rows(w2k, 0, 16, dst.data()), Error);
     // Q6_K: 2 tiles x (13 chunks x 128 + the tail of 8 binary16 d padded to 32) on AVX2
     EXPECT_EQ(repacked_bytes(w6k), isa == Isa::Avx2 ? 2u * 1696u : 0u) << isa_name(isa);
+    EXPECT_EQ(repacked_bytes(w51), 0u) << isa_name(isa);  // the legacy types are read in place
     if (isa == Isa::Avx2) {
       EXPECT_EQ(repacked_bytes(w8), 2u * 544u);  // 2 tiles x 1 pair of blocks
       EXPECT_THROW(repack_rows(w8, 4, 16, dst.data()), Error);   // not a tile boundary
