@@ -1,0 +1,68 @@
+// MappedFile::release (used when weights are repacked at load): the pages wholly inside the range
+// leave the process's resident set, the mapping still reads the file's bytes afterwards (they are
+// faulted in again from the page cache), partial pages at the ends stay, and a range outside the
+// mapping is an Error naming the file.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/testing.h"
+#include "specdec/error.h"
+#include "specdec/mmap_file.h"
+
+namespace specdec {
+namespace {
+
+// This process's resident file-backed memory in KiB (/proc/self/status RssFile), or -1.
+long rss_file_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  long value = -1;
+  while (status >> key) {
+    if (key == "RssFile:") {
+      status >> value;
+      return value;
+    }
+    status.ignore(1 << 20, '\n');
+  }
+  return -1;
+}
+
+TEST(MappedFileRelease, DropsResidentPagesAndKeepsTheBytes) {
+  const std::string path = testing::temp_dir() + "/release.bin";
+  const size_t n = (size_t{16} << 20) + 1000;  // 16 MiB and a partial page
+  std::vector<uint8_t> bytes(n);
+  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 24);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(n));
+
+  MappedFile file(path);
+  ASSERT_EQ(file.size(), n);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < n; i += 512) sum += file.data()[i];  // every page resident
+  const long before = rss_file_kib();
+  file.release(file.data() + 100, n - 200);  // all but a partial page at each end
+  const long after = rss_file_kib();
+  ASSERT_GE(before, 0) << "no RssFile in /proc/self/status";
+  EXPECT_GE(before - after, 15 * 1024) << "RssFile " << before << " -> " << after << " KiB";
+  uint64_t sum_again = 0;
+  for (size_t i = 0; i < n; i += 512) sum_again += file.data()[i];
+  EXPECT_EQ(sum, sum_again);
+  EXPECT_EQ(0, std::memcmp(file.data(), bytes.data(), n));  // every byte, read back from the file
+
+  file.release(file.data(), 0);  // nothing
+  EXPECT_THROW(file.release(file.data() + 1, n), Error);
+  EXPECT_THROW(file.release(file.data() - 1, 10), Error);
+  EXPECT_THROW(file.release(file.data() + n, 1), Error);
+  try {
+    file.release(file.data(), n + 1);
+    FAIL() << "no Error for a range past the end";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace specdec
