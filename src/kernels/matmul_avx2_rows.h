@@ -49,21 +49,30 @@ inline void scale_block(__m256i s, float da, __m256 d, __m256& acc) {
   acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(da)), d, acc);
 }
 
+// The exact integer dot products of one Q8_0 block of 8 rows with the 32 activation values at a:
+// lane L = sum(q * a) of row L. v_abs(k) / v(k): |q| and q of vector k (values 4k..4k+3 of each
+// row); |q| times sign(a, q) keeps maddubs' pairs <= 2 * 128 * 127. Two chains (even and odd
+// k) for latency; integer sums are exact, so the order does not matter.
+template <typename Abs, typename Val>
+inline __m256i q8_0_block_dot(Abs v_abs, Val v, const int8_t* a) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s[2];
+  #pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(v_abs(k), _mm256_sign_epi8(bcast4(a + 4 * k), v(k))), ones);
+    s[k % 2] = k < 2 ? p : _mm256_add_epi32(s[k % 2], p);
+  }
+  return _mm256_add_epi32(s[0], s[1]);
+}
+
 // One Q8_0 block b (values v[k], their absolute values v_abs[k], scales d, one per lane) applied
-// to every row of rb: S = sum(q * a_b) exactly (|q| times sign(a, q): pairs <= 2 * 128 * 127),
-// then acc[r] = fma(float(S) * da_b, d, acc[r]). Both Q8_0 layouts run exactly this sequence.
+// to every row of rb: S = q8_0_block_dot, then acc[r] = fma(float(S) * da_b, d, acc[r]). Every
+// Q8_0 path (in place, repacked, repacked at M = 1) runs these two steps.
 inline void q8_0_block_rows(const __m256i* v, const __m256i* v_abs, __m256 d, const RowBlock& rb, int64_t b,
                             __m256* acc) {
-  const __m256i ones = _mm256_set1_epi16(1);
   for (int r = 0; r < rb.R; ++r) {
-    const int8_t* a = rb.values(r) + 32 * b;
-    __m256i s[2];  // two chains (even and odd k) for latency; integer sums are exact
-    #pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) {
-      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(v_abs[k], _mm256_sign_epi8(bcast4(a + 4 * k), v[k])), ones);
-      s[k % 2] = k < 2 ? p : _mm256_add_epi32(s[k % 2], p);
-    }
-    scale_block(_mm256_add_epi32(s[0], s[1]), rb.da(r, b), d, acc[r]);
+    const __m256i s = q8_0_block_dot([&](int k) { return v_abs[k]; }, [&](int k) { return v[k]; }, rb.values(r) + 32 * b);
+    scale_block(s, rb.da(r, b), d, acc[r]);
   }
 }
 

@@ -32,23 +32,16 @@ inline void prefetch_pair(const uint8_t* p) {
 // and no arrays of v / |v| for the compiler to spill. The same bits.
 void q8_0_repacked_tile_1row(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
   const int64_t ahead = prefetch_pairs(1) * kQ8PairBytes;
-  const __m256i ones = _mm256_set1_epi16(1);
   const int8_t* a_row = rb.values(0);
   __m256 acc0 = acc[0];
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* pair = tile + (b / 2) * kQ8PairBytes;
     if (b % 2 == 0) prefetch_pair(pair + ahead);
     const uint8_t* values = pair + 32 + (b % 2) * 256;  // (8 vectors of 32 bytes)
-    const int8_t* a = a_row + 32 * b;
-    __m256i s[2];
-    #pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) {
-      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(values + 32 * k));
-      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(bcast4(a + 4 * k), v)), ones);
-      s[k % 2] = k < 2 ? p : _mm256_add_epi32(s[k % 2], p);
-    }
+    auto v = [&](int k) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(values + 32 * k)); };
+    auto v_abs = [&](int k) { const __m256i q = v(k); return _mm256_sign_epi8(q, q); };
     const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(pair + (b % 2) * 16)));
-    scale_block(_mm256_add_epi32(s[0], s[1]), rb.da(0, b), d, acc0);
+    scale_block(q8_0_block_dot(v_abs, v, a_row + 32 * b), rb.da(0, b), d, acc0);
   }
   acc[0] = acc0;
 }

@@ -83,10 +83,17 @@ std::vector<float> run(const WeightMatrix& w, const std::vector<float>& x, int M
   return y;
 }
 
-TEST(Repack, TilesGiveTheInPlaceBitsForEveryM) {
-  if (!supports(Isa::Avx2)) GTEST_SKIP() << "this CPU has no AVX2: the repacked layouts are never used";
-  IsaGuard guard;
-  set_active_isa(Isa::Avx2);
+// Tests of the repacked layouts: skipped without AVX2 (they are never used there); AVX2 active.
+class RepackAvx2 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!supports(Isa::Avx2)) GTEST_SKIP() << "this CPU has no AVX2: the repacked layouts are never used";
+    set_active_isa(Isa::Avx2);
+  }
+  IsaGuard guard_;
+};
+
+TEST_F(RepackAvx2, TilesGiveTheInPlaceBitsForEveryM) {
   Rng rng(testing::test_seed("repacked vs in place"));
   ThreadPool pool(2);
   // {n_out, n_in}: partial last tiles (1, 13, 37 rows), odd block counts of 32 (n_in / 32 = 1,
@@ -110,10 +117,7 @@ TEST(Repack, TilesGiveTheInPlaceBitsForEveryM) {
   }
 }
 
-TEST(Repack, ChunkedRepackEqualsOneCallAndRowsCopyBack) {
-  if (!supports(Isa::Avx2)) GTEST_SKIP() << "this CPU has no AVX2";
-  IsaGuard guard;
-  set_active_isa(Isa::Avx2);
+TEST_F(RepackAvx2, ChunkedRepackEqualsOneCallAndRowsCopyBack) {
   Rng rng(testing::test_seed("repack chunks"));
   for (DType type : kRepackedTypes) {
     const int64_t n_in = is_k_quant(type) ? 512 : 160;
@@ -136,10 +140,7 @@ TEST(Repack, ChunkedRepackEqualsOneCallAndRowsCopyBack) {
 
 // Tests switch ISAs after a model is loaded: a matrix repacked for AVX2 still gives, on every
 // other path, that path's row-major result (and matmul_reference its reference).
-TEST(Repack, RepackedMatrixOnAnotherIsaGivesThatIsasBits) {
-  if (!supports(Isa::Avx2)) GTEST_SKIP() << "this CPU has no AVX2";
-  IsaGuard guard;
-  set_active_isa(Isa::Avx2);
+TEST_F(RepackAvx2, RepackedMatrixOnAnotherIsaGivesThatIsasBits) {
   Rng rng(testing::test_seed("repacked on other isas"));
   for (DType type : kRepackedTypes) {
     set_active_isa(Isa::Avx2);
