@@ -76,6 +76,18 @@ void copy_weight_row(const WeightMatrix& w, int64_t o, void* dst);
 // pool may be nullptr (single-threaded).
 void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool);
 
+// Several matmuls of the same activations in one parallel pass: y_i = x W_i^T for every
+// (w_i, y_i), each result bit for bit matmul(w_i, x, M, y_i). x is quantized once (when some
+// W_i is quantized) and the output chunks of all the matrices form one task list, so a layer's
+// Q/K/V (or gate/up) projections cost one hand-off to the pool instead of three (two), which
+// matters where a projection is only tens of µs per thread (many threads, small matrices).
+// 1 to 8 outputs; every W_i must have the same n_in; y_i must not overlap x or each other.
+struct MatmulOutput {
+  const WeightMatrix* w = nullptr;
+  float* y = nullptr;  // (M, w->n_out)
+};
+void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, int M, ThreadPool* pool);
+
 // Reference used by tests: dequantize W to f32 and compute each dot product in double.
 void matmul_reference(const WeightMatrix& w, const float* x, int M, float* y);
 

@@ -83,7 +83,7 @@ namespace {
 
 using attention_detail::kKeyBlock;
 constexpr int kRowTile = 8;
-constexpr int kPrefetchAhead = 16;  // keys
+constexpr int kPrefetchAhead = 64;  // keys
 
 // Asks for the cache lines of n bytes at p (a hint: no fault, no effect on results).
 inline void prefetch_bytes(const uint8_t* p, size_t n) {

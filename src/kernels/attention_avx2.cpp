@@ -3,8 +3,10 @@
 // then the tail (head_dim % 8) added in order. Weighted sums: out += w * v with one FMA per
 // value, keys in order. Deterministic for a given head_dim, whatever n_q and n_keys.
 // Cost per (query, key) pair: head_dim / 8 FMAs for the score and as many for the weighted
-// sum; a query's 8-float slices are loaded once per block of keys (and its running output
-// loaded and stored once per block), which is what keeps the FMA units busy. F16 keys and
+// sum. Scores go 8 keys at a time per query (8 independent FMA chains, one 8-key reduction);
+// weighted sums keep a query's 64 running outputs in registers over the whole key block
+// (8 chains, no load / store of the outputs per key). A block's key and value slices stay in
+// L1 while every query of the call reads them. F16 keys and
 // values are converted (exactly, F16C) as they are loaded: the same bits as F32 rows holding
 // the converted values, for half the bytes.
 #include <immintrin.h>
@@ -24,118 +26,118 @@ inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(
 inline float value_of(float x) { return x; }
 inline float value_of(uint16_t h) { return fp16_to_f32(h); }
 
-float horizontal_sum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v);
-  __m128 hi = _mm256_extractf128_ps(v, 1);
-  __m128 s = _mm_add_ps(lo, hi);                 // 4 lanes
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));        // 2 lanes
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 0x55)); // 1 lane
-  return _mm_cvtss_f32(s);
+// The 8 lane sums [sum(a[0]), ..., sum(a[7])], every key's lanes l0..l7 added in the tree
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) (a 128-bit halves add, then movehl, then
+// one shuffle, as a one-vector horizontal sum would), for 8 keys at once: ~17 instructions
+// instead of ~7 per key.
+inline __m256 horizontal_sums8(const __m256* a) {
+  // s_k = lane k + lane k + 4 (the 128-bit halves added), keys j and j + 4 side by side.
+  auto halves = [](__m256 x, __m256 y) {
+    return _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
+  };
+  const __m256 s04 = halves(a[0], a[4]), s15 = halves(a[1], a[5]), s26 = halves(a[2], a[6]), s37 = halves(a[3], a[7]);
+  // (s0 + s2, s1 + s3) of two keys per half: [k0_02, k1_02, k0_13, k1_13 | k4_02, k5_02, k4_13, k5_13]
+  const __m256 p = _mm256_add_ps(_mm256_unpacklo_ps(s04, s15), _mm256_unpackhi_ps(s04, s15));
+  const __m256 q = _mm256_add_ps(_mm256_unpacklo_ps(s26, s37), _mm256_unpackhi_ps(s26, s37));
+  return _mm256_add_ps(_mm256_shuffle_ps(p, q, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
 }
 
-// Scores of queries [i0, i0 + Q) against N keys: one accumulator per (query, key), so each
-// key slice loaded serves Q queries and each query slice N keys.
-template <typename E, int Q, int N>
-inline void scores_tile(const float* q, int i0, const E* const* keys, int head_dim, float scale, float* scores,
-                        size_t score_stride) {
-  const int n_vec = head_dim / 8 * 8;
-  __m256 acc[Q][N];
-  #pragma GCC unroll 8
-  for (int i = 0; i < Q; ++i)
-    #pragma GCC unroll 4
-    for (int j = 0; j < N; ++j) acc[i][j] = _mm256_setzero_ps();
-  for (int d = 0; d < n_vec; d += 8) {
-    __m256 kv[N];
-    #pragma GCC unroll 4
-    for (int j = 0; j < N; ++j) kv[j] = load8(keys[j] + d);
-    #pragma GCC unroll 8
-    for (int i = 0; i < Q; ++i) {
-      const __m256 qv = _mm256_loadu_ps(q + static_cast<size_t>(i0 + i) * head_dim + d);
-      #pragma GCC unroll 4
-      for (int j = 0; j < N; ++j) acc[i][j] = _mm256_fmadd_ps(qv, kv[j], acc[i][j]);
-    }
-  }
-  for (int i = 0; i < Q; ++i) {
-    const float* qi = q + static_cast<size_t>(i0 + i) * head_dim;
-    for (int j = 0; j < N; ++j) {
-      float sum = horizontal_sum(acc[i][j]);
-      for (int d = n_vec; d < head_dim; ++d) sum += qi[d] * value_of(keys[j][d]);
-      scores[static_cast<size_t>(i0 + i) * score_stride + j] = sum * scale;
-    }
-  }
-}
-
+// Scores of every query against N <= 8 keys: per query one accumulator per key (lane l sums
+// d = l, l + 8, ... in order), reduced for the 8 keys together, then the tail and the scale.
+// The N key slices (N x head_dim values) stay in L1 across the queries.
 template <typename E, int N>
-void scores_block(const float* q, int n_q, const E* const* key_ptrs, int head_dim, float scale, float* scores,
+void scores_group(const float* q, int n_q, const E* const* key_ptrs, int head_dim, float scale, float* scores,
                   size_t score_stride) {
   const E* keys[N];  // local copy: the stores below cannot alias it
   for (int j = 0; j < N; ++j) keys[j] = key_ptrs[j];
-  int i = 0;
-  for (; i + 2 <= n_q; i += 2) scores_tile<E, 2, N>(q, i, keys, head_dim, scale, scores, score_stride);
-  if (i < n_q) scores_tile<E, 1, N>(q, i, keys, head_dim, scale, scores, score_stride);
-}
-
-// out_i += sum over the N keys in order of w_ij * v_j for queries [i0, i0 + Q): each value slice
-// loaded serves Q queries; each output slice is loaded and stored once per block of keys.
-template <typename E, int Q, int N>
-inline void accumulate_tile(const float* weights, size_t weight_stride, int i0, const E* const* values,
-                            int head_dim, float* out) {
   const int n_vec = head_dim / 8 * 8;
-  __m256 wv[Q][N];
-  #pragma GCC unroll 8
-  for (int i = 0; i < Q; ++i)
-    #pragma GCC unroll 4
-    for (int j = 0; j < N; ++j) wv[i][j] = _mm256_set1_ps(weights[static_cast<size_t>(i0 + i) * weight_stride + j]);
-  for (int d = 0; d < n_vec; d += 8) {
-    __m256 o[Q];
+  const __m256 scale_v = _mm256_set1_ps(scale);
+  for (int i = 0; i < n_q; ++i) {
+    const float* qi = q + static_cast<size_t>(i) * head_dim;
+    __m256 acc[8];
     #pragma GCC unroll 8
-    for (int i = 0; i < Q; ++i) o[i] = _mm256_loadu_ps(out + static_cast<size_t>(i0 + i) * head_dim + d);
-    #pragma GCC unroll 4
-    for (int j = 0; j < N; ++j) {
-      const __m256 vv = load8(values[j] + d);
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+    for (int d = 0; d < n_vec; d += 8) {
+      const __m256 qv = _mm256_loadu_ps(qi + d);
       #pragma GCC unroll 8
-      for (int i = 0; i < Q; ++i) o[i] = _mm256_fmadd_ps(wv[i][j], vv, o[i]);
+      for (int j = 0; j < N; ++j) acc[j] = _mm256_fmadd_ps(qv, load8(keys[j] + d), acc[j]);
     }
-    #pragma GCC unroll 8
-    for (int i = 0; i < Q; ++i) _mm256_storeu_ps(out + static_cast<size_t>(i0 + i) * head_dim + d, o[i]);
-  }
-  for (int i = 0; i < Q; ++i) {
-    const float* wi = weights + static_cast<size_t>(i0 + i) * weight_stride;
-    float* oi = out + static_cast<size_t>(i0 + i) * head_dim;
-    for (int j = 0; j < N; ++j)
-      for (int d = n_vec; d < head_dim; ++d) oi[d] += wi[j] * value_of(values[j][d]);
+    const __m256 sums = horizontal_sums8(acc);
+    float* out = scores + static_cast<size_t>(i) * score_stride;
+    if (n_vec == head_dim && N == 8) {
+      _mm256_storeu_ps(out, _mm256_mul_ps(sums, scale_v));
+    } else {
+      alignas(32) float lane[8];
+      _mm256_store_ps(lane, sums);
+      for (int j = 0; j < N; ++j) {
+        float sum = lane[j];
+        for (int d = n_vec; d < head_dim; ++d) sum += qi[d] * value_of(keys[j][d]);
+        out[j] = sum * scale;
+      }
+    }
   }
 }
 
-template <typename E, int N>
-void accumulate_block(const float* weights, size_t weight_stride, int n_q, const E* const* value_ptrs,
-                      int head_dim, float* out) {
-  const E* values[N];  // local copy: the stores below cannot alias it
-  for (int j = 0; j < N; ++j) values[j] = value_ptrs[j];
-  int i = 0;
-  for (; i + 2 <= n_q; i += 2) accumulate_tile<E, 2, N>(weights, weight_stride, i, values, head_dim, out);
-  if (i < n_q) accumulate_tile<E, 1, N>(weights, weight_stride, i, values, head_dim, out);
+// out[d0 .. d0 + 8 S) += sum over the keys in order of w_j * values[j][d0 ..]: S output slices
+// held in registers across all n_keys keys (one FMA chain per slice, one FMA per key).
+template <typename E, int S>
+inline void accumulate_slices(const float* w, const E* const* values, int n_keys, int d0, float* out) {
+  __m256 o[S];
+  #pragma GCC unroll 8
+  for (int s = 0; s < S; ++s) o[s] = _mm256_loadu_ps(out + d0 + 8 * s);
+  for (int j = 0; j < n_keys; ++j) {
+    const __m256 wv = _mm256_set1_ps(w[j]);
+    const E* v = values[j] + d0;
+    #pragma GCC unroll 8
+    for (int s = 0; s < S; ++s) o[s] = _mm256_fmadd_ps(wv, load8(v + 8 * s), o[s]);
+  }
+  #pragma GCC unroll 8
+  for (int s = 0; s < S; ++s) _mm256_storeu_ps(out + d0 + 8 * s, o[s]);
 }
 
 template <typename E>
 void scores_any(const float* q, int n_q, const E* const* keys, int n_keys, int head_dim, float scale, float* scores,
                 size_t score_stride) {
-  switch (n_keys) {
-    case 1: scores_block<E, 1>(q, n_q, keys, head_dim, scale, scores, score_stride); break;
-    case 2: scores_block<E, 2>(q, n_q, keys, head_dim, scale, scores, score_stride); break;
-    case 3: scores_block<E, 3>(q, n_q, keys, head_dim, scale, scores, score_stride); break;
-    default: scores_block<E, kKeyBlock>(q, n_q, keys, head_dim, scale, scores, score_stride); break;
+  for (int j = 0; j < n_keys; j += 8) {
+    const E* const* k = keys + j;
+    float* s = scores + j;
+    switch (n_keys - j < 8 ? n_keys - j : 8) {
+      case 1: scores_group<E, 1>(q, n_q, k, head_dim, scale, s, score_stride); break;
+      case 2: scores_group<E, 2>(q, n_q, k, head_dim, scale, s, score_stride); break;
+      case 3: scores_group<E, 3>(q, n_q, k, head_dim, scale, s, score_stride); break;
+      case 4: scores_group<E, 4>(q, n_q, k, head_dim, scale, s, score_stride); break;
+      case 5: scores_group<E, 5>(q, n_q, k, head_dim, scale, s, score_stride); break;
+      case 6: scores_group<E, 6>(q, n_q, k, head_dim, scale, s, score_stride); break;
+      case 7: scores_group<E, 7>(q, n_q, k, head_dim, scale, s, score_stride); break;
+      default: scores_group<E, 8>(q, n_q, k, head_dim, scale, s, score_stride); break;
+    }
   }
 }
 
+// Per query: 64 output values at a time in registers over all the keys, then the tail values
+// (head_dim % 8) key by key; every output value gets one FMA per key, keys in order.
 template <typename E>
 void accumulate_any(const float* weights, size_t weight_stride, int n_q, const E* const* values, int n_keys,
                     int head_dim, float* out) {
-  switch (n_keys) {
-    case 1: accumulate_block<E, 1>(weights, weight_stride, n_q, values, head_dim, out); break;
-    case 2: accumulate_block<E, 2>(weights, weight_stride, n_q, values, head_dim, out); break;
-    case 3: accumulate_block<E, 3>(weights, weight_stride, n_q, values, head_dim, out); break;
-    default: accumulate_block<E, kKeyBlock>(weights, weight_stride, n_q, values, head_dim, out); break;
+  const int n_vec = head_dim / 8 * 8;
+  for (int i = 0; i < n_q; ++i) {
+    const float* wi = weights + static_cast<size_t>(i) * weight_stride;
+    float* oi = out + static_cast<size_t>(i) * head_dim;
+    for (int d0 = 0; d0 < n_vec; d0 += 64) {
+      switch ((n_vec - d0) / 8 < 8 ? (n_vec - d0) / 8 : 8) {
+        case 1: accumulate_slices<E, 1>(wi, values, n_keys, d0, oi); break;
+        case 2: accumulate_slices<E, 2>(wi, values, n_keys, d0, oi); break;
+        case 3: accumulate_slices<E, 3>(wi, values, n_keys, d0, oi); break;
+        case 4: accumulate_slices<E, 4>(wi, values, n_keys, d0, oi); break;
+        case 5: accumulate_slices<E, 5>(wi, values, n_keys, d0, oi); break;
+        case 6: accumulate_slices<E, 6>(wi, values, n_keys, d0, oi); break;
+        case 7: accumulate_slices<E, 7>(wi, values, n_keys, d0, oi); break;
+        default: accumulate_slices<E, 8>(wi, values, n_keys, d0, oi); break;
+      }
+    }
+    if (n_vec == head_dim) continue;
+    for (int j = 0; j < n_keys; ++j)
+      for (int d = n_vec; d < head_dim; ++d) oi[d] += wi[j] * value_of(values[j][d]);
   }
 }
 

@@ -41,7 +41,6 @@ struct ScratchStorage {
   std::vector<int8_t> q;           // (n_pad)
   std::vector<float> scale16;      // (n_groups_pad)
   std::vector<float> min16;        // (n_groups_pad)
-  std::vector<float> coef16;       // (n_groups_pad)
 };
 
 template <typename T>
@@ -73,7 +72,6 @@ UnpackedRow thread_scratch(int64_t n_in) {
   u.q = sized(s.q, n_pad);
   u.scale16 = sized(s.scale16, n_groups_pad);
   u.min16 = sized(s.min16, n_groups_pad);
-  u.coef16 = sized(s.coef16, n_groups_pad);
   return u;
 }
 
@@ -94,39 +92,79 @@ void check_weights(const WeightMatrix& w, int M) {
 
 }  // namespace
 
-void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool) {
-  check_weights(w, M);
-  if (w.layout != WeightLayout::RowMajor) {
-    const bool known = (w.layout == WeightLayout::Q8_0Tiles8 && w.type == DType::Q8_0) ||
-                       (w.layout == WeightLayout::Chunks16Tiles8 &&
-                        (w.type == DType::Q4_K || w.type == DType::Q5_K || w.type == DType::Q6_K));
-    if (!known || w.row_bytes != dtype_row_bytes(w.type, w.n_in))
-      throw Error("matmul: bad repacked matrix (layout " + std::to_string(static_cast<int>(w.layout)) + ", type " +
-                  dtype_name(w.type) + ")");
-    if (active_isa() != Isa::Avx2) {  // repacked for AVX2, called on another path (tests)
-      std::vector<uint8_t> rows(w.row_bytes * static_cast<size_t>(w.n_out));  // (n_out, row_bytes)
-      for (int64_t o = 0; o < w.n_out; ++o) copy_weight_row(w, o, rows.data() + static_cast<size_t>(o) * w.row_bytes);
-      WeightMatrix row_major = w;
-      row_major.data = rows.data();
-      row_major.layout = WeightLayout::RowMajor;
-      matmul(row_major, x, M, y, pool);
-      return;
-    }
-  }
-  const bool quantized = !is_float_weight(w.type);
+namespace {
+
+// A repacked matrix while another ISA is active (tests): a row-major copy for the call.
+bool needs_row_major_copy(const WeightMatrix& w) {
+  if (w.layout == WeightLayout::RowMajor) return false;
+  const bool known = (w.layout == WeightLayout::Q8_0Tiles8 && w.type == DType::Q8_0) ||
+                     (w.layout == WeightLayout::Chunks16Tiles8 &&
+                      (w.type == DType::Q4_K || w.type == DType::Q5_K || w.type == DType::Q6_K));
+  if (!known || w.row_bytes != dtype_row_bytes(w.type, w.n_in))
+    throw Error("matmul: bad repacked matrix (layout " + std::to_string(static_cast<int>(w.layout)) + ", type " +
+                dtype_name(w.type) + ")");
+  return active_isa() != Isa::Avx2;
+}
+
+void matmul_row_major_copy(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool) {
+  std::vector<uint8_t> rows(w.row_bytes * static_cast<size_t>(w.n_out));  // (n_out, row_bytes)
+  for (int64_t o = 0; o < w.n_out; ++o) copy_weight_row(w, o, rows.data() + static_cast<size_t>(o) * w.row_bytes);
+  WeightMatrix row_major = w;
+  row_major.data = rows.data();
+  row_major.layout = WeightLayout::RowMajor;
+  matmul(row_major, x, M, y, pool);
+}
+
+// One matrix's share of a call: its outputs in chunks of `chunk` rows, tasks
+// [first_task, first_task + n_tasks) of the call's task list.
+struct MatrixTasks {
   RangeJob base;
-  base.w = &w;
-  base.x = x;
-  base.M = M;
-  base.y = y;
-  if (quantized) {
-    base.acts = thread_acts(M, w.n_in);
+  int64_t chunk = 0;
+  int first_task = 0, n_tasks = 0;
+};
+
+}  // namespace
+
+void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool) {
+  const MatmulOutput output{&w, y};
+  matmul_group(&output, 1, x, M, pool);
+}
+
+void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, int M, ThreadPool* pool) {
+  constexpr int kMaxGroup = 8;
+  if (n_outputs < 1 || n_outputs > kMaxGroup || outputs == nullptr)
+    throw Error("matmul_group: " + std::to_string(n_outputs) + " outputs (1 to 8)");
+  const int64_t n_in = outputs[0].w->n_in;
+  bool any_quantized = false, any_copy = false;
+  for (int i = 0; i < n_outputs; ++i) {
+    const WeightMatrix& w = *outputs[i].w;
+    check_weights(w, M);
+    if (w.n_in != n_in)
+      throw Error("matmul_group: n_in " + std::to_string(w.n_in) + " of output " + std::to_string(i) + " differs from " +
+                  std::to_string(n_in));
+    any_quantized = any_quantized || !is_float_weight(w.type);
+    any_copy = any_copy || needs_row_major_copy(w);
+  }
+  if (any_copy) {  // tests only: each matrix on its own
+    for (int i = 0; i < n_outputs; ++i) {
+      const WeightMatrix& w = *outputs[i].w;
+      if (needs_row_major_copy(w)) {
+        matmul_row_major_copy(w, x, M, outputs[i].y, pool);
+      } else {
+        matmul_group(&outputs[i], 1, x, M, pool);
+      }
+    }
+    return;
+  }
+  QuantizedActs acts;
+  if (any_quantized) {
+    acts = thread_acts(M, n_in);
     if (active_isa() == Isa::Avx512) {
-      quantize_activations_avx512(x, M, w.n_in, base.acts);
+      quantize_activations_avx512(x, M, n_in, acts);
     } else if (active_isa() == Isa::Avx2) {
-      quantize_activations_avx2(x, M, w.n_in, base.acts);
+      quantize_activations_avx2(x, M, n_in, acts);
     } else {
-      quantize_activations(x, M, w.n_in, base.acts);
+      quantize_activations(x, M, n_in, acts);
     }
   }
   void (*range_fn)(const RangeJob&) = matmul_range_scalar;
@@ -136,24 +174,43 @@ void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* 
     case Isa::Scalar: break;
   }
 
-  // Tasks are chunks of output columns (a pure function of the shape and the pool size); every
-  // column's result is the same whichever chunk and thread computes it.
-  const int64_t work = static_cast<int64_t>(M) * w.n_out * w.n_in;
-  const int64_t wanted = pool != nullptr ? pool->task_count(work, kMinTaskWork) : 1;
-  const int64_t chunk = round_up((w.n_out + wanted - 1) / wanted, kChunkRows);
-  const int64_t n_tasks = (w.n_out + chunk - 1) / chunk;
+  // Tasks are chunks of one matrix's output columns (a pure function of its shape and the pool
+  // size, as for a lone matmul); every column's result is the same whichever chunk and thread
+  // computes it.
+  MatrixTasks plans[kMaxGroup];
+  int n_tasks = 0;
+  int64_t total_work = 0;
+  for (int i = 0; i < n_outputs; ++i) {
+    const WeightMatrix& w = *outputs[i].w;
+    MatrixTasks& p = plans[i];
+    p.base.w = &w;
+    p.base.x = x;
+    p.base.M = M;
+    p.base.y = outputs[i].y;
+    if (!is_float_weight(w.type)) p.base.acts = acts;
+    const int64_t work = static_cast<int64_t>(M) * w.n_out * w.n_in;
+    total_work += work;
+    const int64_t wanted = pool != nullptr ? pool->task_count(work, kMinTaskWork) : 1;
+    p.chunk = round_up((w.n_out + wanted - 1) / wanted, kChunkRows);
+    p.first_task = n_tasks;
+    p.n_tasks = static_cast<int>((w.n_out + p.chunk - 1) / p.chunk);
+    n_tasks += p.n_tasks;
+  }
 
   auto run_task = [&](int task, int /*thread*/) {
-    RangeJob job = base;
-    job.o_begin = task * chunk;
-    job.o_end = std::min(w.n_out, job.o_begin + chunk);
-    if (quantized) job.scratch = thread_scratch(w.n_in);
+    int i = 0;
+    while (task >= plans[i].first_task + plans[i].n_tasks) ++i;
+    const MatrixTasks& p = plans[i];
+    RangeJob job = p.base;
+    job.o_begin = (task - p.first_task) * p.chunk;
+    job.o_end = std::min(job.w->n_out, job.o_begin + p.chunk);
+    if (!is_float_weight(job.w->type)) job.scratch = thread_scratch(job.w->n_in);
     range_fn(job);
   };
-  if (n_tasks == 1) {
-    run_task(0, 0);
+  if (n_tasks == 1 || pool == nullptr || total_work < 2 * kMinTaskWork) {  // not worth a hand-off
+    for (int t = 0; t < n_tasks; ++t) run_task(t, 0);
   } else {
-    pool->parallel_for(static_cast<int>(n_tasks), run_task);
+    pool->parallel_for(n_tasks, run_task);
   }
 }
 

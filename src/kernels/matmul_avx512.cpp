@@ -5,15 +5,13 @@
 //  - float weights: one accumulator of 16 lanes, acc = fma(w, x, acc) per 16 values in order,
 //    the masked tail last; y = hsum(acc). Tiles of 4 weight rows x 6 activation rows (8 x 1
 //    when M = 1).
-//  - quantized weights: per 64 values, dp = vpdpbusd(q + 128, a) (exact int32 per group of 4),
-//    acc = fma(float(dp) * d, scale, acc); then c = sum over groups of 16 of
-//    (min16 - 128 * scale16) * s16 (this also removes the +128 bias); y = reduce(acc) + reduce(c).
+//  - quantized weights: the tiled kernels' order (matmul_tiles_avx512.cpp for Q8_0, Q4_K and
+//    Q6_K, matmul_tiles_avx2.cpp for the other types; the same bits as the AVX2 path).
 // GCC 12's AVX-512 headers build results from _mm512_undefined_*() and trip -Wuninitialized at
 // -O2 (GCC bug 105593, fixed in GCC 13); the warnings are about the headers, not this code.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
-
 
 #include "kernels/matmul_internal.h"
 
@@ -24,7 +22,6 @@ namespace {
 // Local helper: no std:: templates in wide-ISA files (their weak copies could be picked by the linker).
 inline int min_rows(int a, int b) { return a < b ? a : b; }
 
-constexpr int kTileRows = 8;           // activation rows per quantized tile
 constexpr int kFloatTileRows = 6;      // activation rows per float tile
 constexpr int kFloatTileWeights = 4;   // weight rows per float tile
 constexpr int kFloatTileWeightsOneRow = 8;  // M = 1: 8 chains (17 of the 32 zmm registers)
@@ -149,77 +146,14 @@ void float_range(const RangeJob& job) {
   }
 }
 
-// y[r][o] for activation rows r0 .. r0 + R - 1 against one unpacked weight row.
-template <int R>
-void quant_tile(const UnpackedRow& u, const QuantizedActs& acts, int r0, float* y, int64_t n_out) {
-  const int64_t n_pad = acts.n_pad, n_lanes = n_pad / 4, n_groups = acts.n_groups_pad;
-  const int8_t* a = acts.values + r0 * n_pad;              // (R, n_pad)
-  const float* da = acts.lane_scale + r0 * n_lanes;        // (R, n_pad / 4)
-  const float* s16 = acts.sums16 + r0 * n_groups;          // (R, n_groups_pad)
-  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  __m512 acc[R];
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n_pad; i += 64) {
-    const __m512i wq = _mm512_xor_si512(_mm512_loadu_si512(u.q + i), bias);  // q + 128 as u8
-    // scale of each group of 4 values, from the 4 groups of 16 (lanes 4g..4g+3 <- scale16[g])
-    const __m512 ws = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(u.scale16 + i / 16)));
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, _mm512_loadu_si512(a + r * n_pad + i));
-      const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(dp), _mm512_loadu_ps(da + r * n_lanes + i / 4));
-      acc[r] = _mm512_fmadd_ps(f, ws, acc[r]);
-    }
-  }
-  __m512 cacc[R];
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) cacc[r] = _mm512_setzero_ps();
-  for (int64_t g = 0; g < n_groups; g += 16) {
-    const __m512 cf = _mm512_loadu_ps(u.coef16 + g);
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) cacc[r] = _mm512_fmadd_ps(cf, _mm512_loadu_ps(s16 + r * n_groups + g), cacc[r]);
-  }
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) y[r * n_out] = hsum(acc[r]) + hsum(cacc[r]);
-}
-
-// coef16 = min16 - 128 * scale16 (the additive terms plus the removal of the +128 weight bias).
-void make_coefficients(const UnpackedRow& u, int64_t n_groups) {
-  const __m512 k128 = _mm512_set1_ps(128.0f);
-  for (int64_t g = 0; g < n_groups; g += 16) {
-    const __m512 c = _mm512_sub_ps(_mm512_loadu_ps(u.min16 + g), _mm512_mul_ps(k128, _mm512_loadu_ps(u.scale16 + g)));
-    _mm512_storeu_ps(u.coef16 + g, c);
-  }
-}
-
+// Quantized weights: Q8_0, Q4_K and Q6_K on the AVX-512 tiles (16 weight rows per tile), every
+// other quantized type on the AVX2 tiles (8 rows per tile). Both read the blocks in place and
+// compute the same formulas, so every quantized type gives the AVX2 path's bits here. (An
+// unpacked-row VNNI path for the other types was 1.3-2.1x slower at M = 1 and slower at every M
+// measured on a 16-core Sapphire Rapids: docs/BENCHMARKS.md section 15.)
 void quant_range(const RangeJob& job) {
-  if (matmul_range_tiled_avx512(job)) return;  // Q8_0, Q4_K, Q6_K: weights read in place
-  const WeightMatrix& w = *job.w;
-  for (int rb = 0; rb < job.M; rb += kRowBlock) {
-    const int rb_end = min_rows(job.M, rb + kRowBlock);
-    for (int64_t o = job.o_begin; o < job.o_end; ++o) {
-      const void* row = static_cast<const uint8_t*>(w.data) + o * w.row_bytes;
-      bool has_min = false;  // not needed: coef16 covers the additive terms
-      if (!try_unpack_row_avx2(w.type, row, w.n_in, job.scratch, &has_min)) {
-        unpack_row_scalar(w.type, row, w.n_in, job.scratch);
-        make_coefficients(job.scratch, job.acts.n_groups_pad);
-      }
-      for (int r0 = rb; r0 < rb_end; r0 += kTileRows) {
-        float* y = job.y + r0 * w.n_out + o;
-        switch (min_rows(kTileRows, rb_end - r0)) {
-          case 1: quant_tile<1>(job.scratch, job.acts, r0, y, w.n_out); break;
-          case 2: quant_tile<2>(job.scratch, job.acts, r0, y, w.n_out); break;
-          case 3: quant_tile<3>(job.scratch, job.acts, r0, y, w.n_out); break;
-          case 4: quant_tile<4>(job.scratch, job.acts, r0, y, w.n_out); break;
-          case 5: quant_tile<5>(job.scratch, job.acts, r0, y, w.n_out); break;
-          case 6: quant_tile<6>(job.scratch, job.acts, r0, y, w.n_out); break;
-          case 7: quant_tile<7>(job.scratch, job.acts, r0, y, w.n_out); break;
-          default: quant_tile<8>(job.scratch, job.acts, r0, y, w.n_out); break;
-        }
-      }
-    }
-  }
+  if (matmul_range_tiled_avx512(job)) return;
+  if (!matmul_range_tiled_avx2(job)) matmul_range_scalar(job);  // no type left: a future type's fallback
 }
 
 }  // namespace

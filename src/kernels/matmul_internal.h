@@ -3,18 +3,18 @@
 // Two families of weight types:
 //  - float weights (F32, F16, BF16): each weight value is converted to f32 and multiplied with
 //    the f32 activations (one FMA chain per activation row, fixed order per ISA).
-//  - quantized weights: every weight row is first decoded ("unpacked", once per matmul call and
-//    M-block, shared by all activation rows) into signed 8-bit values q and scales so that
+//  - quantized weights: each activation row is quantized to 8 bits in blocks of 32
+//    (x[i] ~= d_blk * a[i]); integer dot products of the weights' and the activations' 8-bit
+//    values are exact, and the float accumulation order is fixed per ISA and never depends on M.
+//    AVX2 and AVX-512 use tiled kernels (matmul_tiles_avx2.cpp, matmul_tiles_avx512.cpp) that
+//    read the weight blocks in place, transposed so that one vector lane holds one weight row,
+//    and scale each block's exact integer dot product with one float step (AVX-512 has its own
+//    16-row tiles for Q8_0, Q4_K and Q6_K and runs the other types on the AVX2 tiles: the same
+//    bits on both). The scalar path first decodes ("unpacks") every weight row into signed
+//    8-bit values q and scales so that
 //        w[i] = scale16[i / 16] * q[i] + min16[i / 16]
-//    and each activation row is quantized to 8 bits in blocks of 32 (x[i] ~= d_blk * a[i]).
-//    Then  dot(w, x) ~= sum_lanes scale * d * (sum of 4 products q*a)  +  sum_g min16[g] * s16[g]
-//    with s16[g] = d * (sum of a over the 16 values of group g). Integer dot products of 4 values
-//    are exact; the float accumulation order is fixed per ISA and never depends on M.
-//
-// On AVX2 every quantized type, on AVX-512 the common types Q8_0, Q4_K and Q6_K skip the
-// unpacked copy: the tiled kernels (matmul_tiles_avx2.cpp, matmul_tiles_avx512.cpp) read the
-// weight blocks in place, transposed so that one vector lane holds one weight row, and scale
-// each block's exact integer dot product with one float step.
+//    then  dot(w, x) ~= sum_lanes scale * d * (sum of 4 products q*a)  +  sum_g min16[g] * s16[g]
+//    with s16[g] = d * (sum of a over the 16 values of group g).
 //
 // The per-ISA translation units (matmul_avx2.cpp, matmul_avx512.cpp) only see raw pointers
 // (no std containers), so no inline library code compiled with wide-ISA flags can leak into
@@ -62,25 +62,17 @@ void quantize_activations_avx512(const float* x, int M, int64_t n_in, const Quan
 // The same again with AVX2 instructions (matmul_activations_avx2.cpp), for the AVX2 path.
 void quantize_activations_avx2(const float* x, int M, int64_t n_in, const QuantizedActs& out);
 
-// One weight row decoded for the integer kernels (scratch owned by the calling thread).
+// One weight row decoded for the scalar integer kernel (scratch owned by the calling thread).
 struct UnpackedRow {
   int8_t* q = nullptr;           // (n_pad) signed 8-bit weight values, zero padding
   float* scale16 = nullptr;      // (n_groups_pad) scale of each group of 16 values
   float* min16 = nullptr;        // (n_groups_pad) additive term of each group of 16 values
-  float* coef16 = nullptr;       // (n_groups_pad) scratch for the ISA kernels
 };
 
 // Decodes one weight row of a quantized type (not F32/F16/BF16) into `out`, zero-filling the
 // padding. Returns true when some min16 is non-zero (types with an additive term).
 // Cost: O(n_in) scalar.
 bool unpack_row_scalar(DType type, const void* row, int64_t n_in, const UnpackedRow& out);
-
-// Vectorised decoders for the common types (matmul_unpack_avx2.cpp, AVX2 instructions only, so
-// both the AVX2 and the AVX-512 paths use them): the same values as the scalar decoder, plus
-// coef16 = min16 - 128 * scale16 (zero padding); *has_min receives unpack_row_scalar's return
-// value. Every quantized weight type is covered (Q2_K and Q3_K since 2026-11-25); a false
-// return (writing nothing) would make the caller use unpack_row_scalar. Cost: O(n_in), a few vector operations per 32 values.
-bool try_unpack_row_avx2(DType type, const void* row, int64_t n_in, const UnpackedRow& out, bool* has_min);
 
 // ---- The Q8_0Tiles8 layout (WeightLayout::Q8_0Tiles8; written by repack_rows in repack.cpp, read
 // by matmul_repacked_avx2.cpp). Rows in tiles of 8 (the last tile zero-filled past n_out); a

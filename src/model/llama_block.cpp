@@ -52,9 +52,8 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
               xn + static_cast<size_t>(i) * n_embd);
     }
   });
-  matmul(lw.wq, xn, n_rows, q, pool);
-  matmul(lw.wk, xn, n_rows, k, pool);
-  matmul(lw.wv, xn, n_rows, v, pool);
+  const MatmulOutput qkv[] = {{&lw.wq, q}, {&lw.wk, k}, {&lw.wv, v}};
+  matmul_group(qkv, 3, xn, n_rows, pool);
   for_rows(pool, n_rows, rope_ns, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
       float* qi = q + static_cast<size_t>(i) * q_dim;
@@ -109,8 +108,8 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
               xn + static_cast<size_t>(i) * n_embd);
     }
   });
-  matmul(lw.w_gate, xn, n_rows, gate, pool);
-  matmul(lw.w_up, xn, n_rows, up, pool);
+  const MatmulOutput gate_up[] = {{&lw.w_gate, gate}, {&lw.w_up, up}};
+  matmul_group(gate_up, 2, xn, n_rows, pool);
   // Element-wise, so split over elements (one 1B-shape row alone is ~27 µs of expf).
   for_rows(pool, n_rows * n_ff, kSwigluElementNs, [&](int begin, int end) {
     swiglu(gate + begin, up + begin, end - begin, gate + begin);

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -174,15 +175,17 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulTypes, ::testing::ValuesIn(kAllTy
                          [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
 // The in-place tiles of Q8_0, Q4_K and Q6_K compute the same formulas on AVX2 (8 rows per
-// tile) and AVX-512 (16 rows per tile): the two paths give the same bits, so a model's output
-// does not depend on which of the two a machine dispatches to. Needs an AVX-512 machine.
-TEST(Matmul, TiledTypesGiveTheSameBitsOnAvx2AndAvx512) {
+// tile) and AVX-512 (16 rows per tile), and AVX-512 runs every other quantized type on the
+// AVX2 tiles: every quantized type gives the same bits on both paths, so a model's output does
+// not depend on which of the two a machine dispatches to. Needs an AVX-512 machine.
+TEST(Matmul, QuantizedTypesGiveTheSameBitsOnAvx2AndAvx512) {
   bool has_avx512 = false;
   for (Isa isa : supported_isas()) has_avx512 |= isa == Isa::Avx512;
   if (!has_avx512) GTEST_SKIP() << "this CPU has no AVX-512 (VNNI): nothing to compare the AVX2 tiles with";
   Rng rng(testing::test_seed("matmul tiles avx2 vs avx512"));
   IsaGuard guard;
-  for (DType type : {DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                     DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const int64_t n_in = 768, n_out = 45;  // n_out: 2 full AVX-512 tiles and a partial one
     const Problem p = make_problem(type, n_out, n_in, rng);
     for (int M : {1, 3, 8, 17}) {
@@ -195,6 +198,59 @@ TEST(Matmul, TiledTypesGiveTheSameBitsOnAvx2AndAvx512) {
       ASSERT_EQ(0, std::memcmp(y2.data(), y512.data(), y2.size() * sizeof(float))) << dtype_name(type) << " M=" << M;
     }
   }
+}
+
+// matmul_group (one parallel pass over several matrices of the same input, as a layer's
+// Q/K/V and gate/up projections) gives every output the bits of its own matmul: mixed quantized
+// and float types, a repacked matrix where this ISA has a layout, every ISA, pools of 1-3 threads.
+TEST(Matmul, GroupGivesEachMatmulsBits) {
+  Rng rng(testing::test_seed("matmul group"));
+  IsaGuard guard;
+  const int64_t n_in = 768;
+  std::vector<Problem> problems;
+  for (auto [type, n_out] : {std::pair{DType::Q8_0, 45}, {DType::Q4_K, 100}, {DType::F16, 33}, {DType::Q5_0, 64},
+                            {DType::Q6_K, 24}})
+    problems.push_back(make_problem(type, n_out, n_in, rng));
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    std::vector<WeightMatrix> matrices;
+    std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> repacked;
+    for (const Problem& p : problems) {
+      WeightMatrix w = p.w;
+      if (const size_t n_bytes = repacked_bytes(w); n_bytes > 0) {
+        repacked.emplace_back(static_cast<uint8_t*>(std::aligned_alloc(64, (n_bytes + 63) / 64 * 64)), &std::free);
+        std::memset(repacked.back().get(), 0, n_bytes);
+        w = repack_rows(p.w, 0, p.n_out, repacked.back().get());
+      }
+      matrices.push_back(w);
+    }
+    for (int n_threads : {1, 2, 3}) {
+      ThreadPool pool(n_threads);
+      for (int M : {1, 4, 9}) {
+        const std::vector<float> x = random_activations(M, n_in, rng);
+        std::vector<std::vector<float>> alone, grouped;
+        std::vector<MatmulOutput> outputs;
+        for (const WeightMatrix& w : matrices) {
+          alone.emplace_back(static_cast<size_t>(M * w.n_out));    // (M, n_out)
+          grouped.emplace_back(static_cast<size_t>(M * w.n_out), -1.0f);
+          matmul(w, x.data(), M, alone.back().data(), &pool);
+        }
+        for (size_t i = 0; i < matrices.size(); ++i) outputs.push_back({&matrices[i], grouped[i].data()});
+        matmul_group(outputs.data(), static_cast<int>(outputs.size()), x.data(), M, &pool);
+        for (size_t i = 0; i < matrices.size(); ++i) {
+          ASSERT_EQ(0, std::memcmp(alone[i].data(), grouped[i].data(), alone[i].size() * sizeof(float)))
+              << isa_name(isa) << " " << dtype_name(matrices[i].type) << " M=" << M << " threads=" << n_threads;
+        }
+      }
+    }
+  }
+  Problem other = make_problem(DType::Q8_0, 16, 512, rng);
+  std::vector<float> x(768), y1(45), y2(16);
+  const MatmulOutput mismatched[] = {{&problems[0].w, y1.data()}, {&other.w, y2.data()}};
+  EXPECT_THROW(matmul_group(mismatched, 2, x.data(), 1, nullptr), Error);  // n_in 768 vs 512
+  EXPECT_THROW(matmul_group(mismatched, 0, x.data(), 1, nullptr), Error);
+  const std::vector<MatmulOutput> nine(9, MatmulOutput{&problems[0].w, y1.data()});
+  EXPECT_THROW(matmul_group(nine.data(), 9, x.data(), 1, nullptr), Error);
 }
 
 TEST(Matmul, RejectsBadArguments) {
