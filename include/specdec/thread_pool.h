@@ -23,7 +23,9 @@
 // (a stall), the pool runs the following dynamic calls on the caller alone for a back-off time
 // (starting at stall_backoff, doubling while stalls recur within a second, at most 32x), then
 // tries the workers again. Which thread runs a task never changes a result, so this only trades
-// parallelism for latency. stall_backoff = 0 turns it off.
+// parallelism for latency. stall_backoff = 0 turns it off. The verdict assumes the tasks of a
+// call are of about equal size (callers cut them so) and needs the caller to have run at least
+// one task (otherwise its share says nothing about a task's length).
 #pragma once
 
 #include <atomic>

@@ -292,12 +292,15 @@ void attention(const AttentionShape& shape, const AttentionRows& rows, const flo
   }
   const int n_task_heads = group / n_head_splits;
   const int n_tasks = n_tiles * shape.n_kv_heads * n_head_splits;
+  // Tiles of equal size (within one row: M = 9 gives 5 + 4, not 8 + 1), so that the tasks of a
+  // call take about the same time; the thread pool reads a wait far past the caller's own share
+  // as a descheduled worker (a stall) and then runs the next calls on the caller alone.
   auto run_task = [&](int task, int /*thread*/) {
     const int split = task % n_head_splits;
     const int kv_head = task / n_head_splits % shape.n_kv_heads;
     const int tile = task / n_head_splits / shape.n_kv_heads;
-    const int row_begin = tile * kRowTile;
-    const int row_end = std::min(rows.n_rows, row_begin + kRowTile);
+    const int row_begin = static_cast<int>(static_cast<int64_t>(rows.n_rows) * tile / n_tiles);
+    const int row_end = static_cast<int>(static_cast<int64_t>(rows.n_rows) * (tile + 1) / n_tiles);
     attend_tile(shape, rows, loops, kv_head, kv_head * group + split * n_task_heads, n_task_heads, row_begin,
                 row_end, q, k, v, kv_stride, out);
   };

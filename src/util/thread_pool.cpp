@@ -132,10 +132,13 @@ void ThreadPool::parallel_for(int n_tasks, const std::function<void(int, int)>& 
   caller_sleeping_.store(true);
   for (uint32_t left; (left = unfinished_.load()) != 0;) futex_wait(unfinished_, left);
   caller_sleeping_.store(false, std::memory_order_relaxed);
-  if (is_static || base_backoff_.count() <= 0) return;
+  // No verdict when the caller ran no task (the workers claimed them all): its share then says
+  // nothing about how long a task takes, and a task of ~1 ms (attention over a long context on
+  // 16 threads) read as a stall sent every later call to the caller alone.
+  if (is_static || base_backoff_.count() <= 0 || n_done == 0) return;
   // A stall: the wait for tasks running elsewhere outlasted the caller's whole share of the call
   // by more than kStallSlack (a worker that runs keeps pace with the caller: its unfinished
-  // work is at most about one task, and tasks are no longer than the caller's share).
+  // work is at most about one task, and callers cut a call into tasks of about equal size).
   constexpr std::chrono::microseconds kStallSlack{200};
   const Clock::time_point now = Clock::now();
   if (now - own_done <= (own_done - published) + kStallSlack) return;
