@@ -133,7 +133,7 @@ class DraftModelDrafter : public Drafter {
 
   Transformer& model_;
   DraftModelOptions options_;
-  KvCache cache_;                // (n_layers, n_ctx, kv_dim) draft K/V of cached_
+  KvCache cache_;                // (n_layers, n_kv_heads, n_ctx, head_dim) draft K/V of cached_
   std::vector<Token> cached_;    // (n_cached) tokens in the cache, in order
   Rng rng_;
   bool seeded_ = false;

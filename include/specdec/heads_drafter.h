@@ -111,7 +111,7 @@ class EagleDrafter : public Drafter {
   Transformer& target_;
   EagleLayer& layer_;
   EagleOptions options_;
-  KvCache cache_;                     // (1, n_ctx, kv_dim) entries of cached_ (+ tree nodes inside propose)
+  KvCache cache_;                     // (1, n_kv_heads, n_ctx, head_dim) entries of cached_ (+ tree nodes inside propose)
   std::vector<Token> cached_;         // (cache entries + 1) tokens x_0..x_m the entries were fed, or empty
   std::span<const float> features_;   // (n_committed - 1, layer_.feature_width()), from the decoder
   std::vector<float> slot_;           // (rows, n_embd) scratch: fused feature slots of a catch-up chunk

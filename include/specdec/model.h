@@ -41,7 +41,8 @@ struct ModelConfig {
 const char* supported_architectures();
 ModelConfig read_model_config(const GgufFile& gguf);
 
-// K and V for one sequence: (n_layers, n_ctx, kv_dim) each, F32 or F16 (type()). F16 halves
+// K and V for one sequence: (n_layers, n_kv_heads, n_ctx, head_dim) each (head-major: a kv
+// head's keys are contiguous, see layer_k), F32 or F16 (type()). F16 halves
 // the memory and the bytes attention reads per key; values are rounded to nearest on write
 // (write()), and attention computes in F32 on the rounded values, so every batch-invariance
 // property holds for either type (a row's result still depends on its own tokens only).
@@ -60,16 +61,29 @@ class KvCache {
   void keep_rows(int first, std::span<const int> rows);
   DType type() const { return type_; }
   size_t row_bytes() const { return row_bytes_; }  // one slot's K (or V): kv_dim elements
-  // Stores slot `slot` of `layer`: k and v (kv_dim floats each), rounded to F16 for an F16 cache.
+  size_t head_bytes() const { return row_bytes_ / static_cast<size_t>(n_kv_heads_); }  // head_dim elements
+  // Stores slot `slot` of `layer`: k and v (kv_dim floats each, kv heads one after the other),
+  // rounded to F16 for an F16 cache.
   void write(int layer, int slot, const float* k, const float* v);
-  // Slot data, any type: row_bytes() bytes per slot, slots of a layer contiguous.
-  const void* k_row(int layer, int slot) const { return row(k32_, k16_, layer, slot); }
-  const void* v_row(int layer, int slot) const { return row(v32_, v16_, layer, slot); }
-  // F32 caches only (checked): slot data as floats, (n_layers, n_ctx, kv_dim).
-  float* k(int layer, int slot) { return k32_.data() + f32_offset(layer, slot); }
-  float* v(int layer, int slot) { return v32_.data() + f32_offset(layer, slot); }
-  const float* k(int layer, int slot) const { return k32_.data() + f32_offset(layer, slot); }
-  const float* v(int layer, int slot) const { return v32_.data() + f32_offset(layer, slot); }
+  // Layout: head-major, (n_layers, n_kv_heads, capacity, head_dim) for K and for V, so that one
+  // kv head's keys are contiguous and stream in order (attention reads a head's keys for all
+  // the rows and query heads of its group). Element strides for attention(): slot_stride()
+  // between slots, head_stride() between kv heads, from layer_k(layer) / layer_v(layer).
+  const void* layer_k(int layer) const { return at(k32_, k16_, layer, 0, 0); }
+  const void* layer_v(int layer) const { return at(v32_, v16_, layer, 0, 0); }
+  size_t slot_stride() const { return static_cast<size_t>(head_dim_); }
+  size_t head_stride() const { return static_cast<size_t>(n_ctx_) * static_cast<size_t>(head_dim_); }
+  // One kv head of one slot, any type: head_bytes() bytes.
+  const void* k_head(int layer, int kv_head, int slot) const { return at(k32_, k16_, layer, kv_head, slot); }
+  const void* v_head(int layer, int kv_head, int slot) const { return at(v32_, v16_, layer, kv_head, slot); }
+  // F32 caches only (checked): one kv head of one slot as head_dim floats.
+  float* k(int layer, int kv_head, int slot) { return k32_.data() + f32_offset(layer, kv_head, slot); }
+  float* v(int layer, int kv_head, int slot) { return v32_.data() + f32_offset(layer, kv_head, slot); }
+  const float* k(int layer, int kv_head, int slot) const { return k32_.data() + f32_offset(layer, kv_head, slot); }
+  const float* v(int layer, int kv_head, int slot) const { return v32_.data() + f32_offset(layer, kv_head, slot); }
+  // Whether slot `slot` holds the same K and V bytes as `other`'s slot `other_slot` in every
+  // layer and kv head (same shape and type required; false otherwise).
+  bool same_slot(int slot, const KvCache& other, int other_slot) const;
   int kv_dim() const { return kv_dim_; }
   int n_layers() const { return n_layers_; }
   // Used by the forward pass: reserve n slots at the end (Error when past capacity).
@@ -77,14 +91,16 @@ class KvCache {
   size_t bytes() const { return 2 * row_bytes_ * static_cast<size_t>(n_layers_) * static_cast<size_t>(n_ctx_); }
 
  private:
-  size_t f32_offset(int layer, int slot) const;  // checks type() == F32
-  const void* row(const std::vector<float>& f32, const std::vector<uint16_t>& f16, int layer, int slot) const;
-  int n_layers_, n_ctx_, kv_dim_;
+  size_t offset(int layer, int kv_head, int slot) const;      // in elements
+  size_t f32_offset(int layer, int kv_head, int slot) const;  // checks type() == F32
+  const void* at(const std::vector<float>& f32, const std::vector<uint16_t>& f16, int layer, int kv_head,
+                 int slot) const;
+  int n_layers_, n_ctx_, kv_dim_, n_kv_heads_, head_dim_;
   DType type_;
   size_t row_bytes_;
   int n_used_ = 0;
-  std::vector<float> k32_, v32_;     // (n_layers, n_ctx, kv_dim), F32 caches
-  std::vector<uint16_t> k16_, v16_;  // (n_layers, n_ctx, kv_dim), F16 caches
+  std::vector<float> k32_, v32_;     // (n_layers, n_kv_heads, n_ctx, head_dim), F32 caches
+  std::vector<uint16_t> k16_, v16_;  // (n_layers, n_kv_heads, n_ctx, head_dim), F16 caches
 };
 
 // N rows processed in one call. Rows of one sequence are appended to that sequence's cache in

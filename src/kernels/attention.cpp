@@ -135,13 +135,13 @@ void validate(const AttentionShape& shape, const AttentionRows& rows) {
 // read once for all queries of the task; the rest per row.
 void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const InnerLoops& loops,
                  int kv_head, int head_begin, int n_task_heads, int row_begin, int row_end,
-                 const float* q, const KvRows& k, const KvRows& v, size_t kv_stride, float* out) {
+                 const float* q, const KvRows& k, const KvRows& v, size_t kv_stride, size_t head_stride, float* out) {
   const int head_dim = shape.head_dim;
   const int n_tile_rows = row_end - row_begin;
   const int n_q = n_tile_rows * n_task_heads;
   const size_t q_row_stride = static_cast<size_t>(shape.n_heads) * head_dim;
   const size_t head_bytes = sizeof(float) * static_cast<size_t>(n_task_heads) * head_dim;
-  const size_t kv_offset = static_cast<size_t>(kv_head) * head_dim;
+  const size_t kv_offset = static_cast<size_t>(kv_head) * head_stride;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const int n_prefix = rows.n_prefix;
   const int* first_extras = rows.extra_slots + rows.extra_begin[row_begin];
@@ -175,10 +175,11 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
   }
 
   // Scores: the shared keys for all queries, in blocks of kKeyBlock keys, then each row's own
-  // remaining extras. Cached rows are kv_stride apart (all kv heads of a slot together), a
-  // stride the hardware prefetchers do not follow across pages, so the head's slice
-  // kPrefetchAhead keys ahead is prefetched (without it a long-context decode waited on memory
-  // for every key: 2.6 GB/s at 4k keys).
+  // remaining extras. Cached rows are kv_stride elements apart: head_dim in the KvCache's
+  // head-major layout (a head's keys stream in order), kv_dim in a slot-major one, a stride the
+  // hardware prefetchers do not follow across pages. Either way the head's slice
+  // kPrefetchAhead keys ahead is prefetched (without it a slot-major long-context decode waited
+  // on memory for every key: 2.6 GB/s at 4k keys).
   // Key / value pointers of the current block, of the cache's element type (F16 rows are
   // converted inside the inner loops, as they are loaded).
   const bool f16 = k.type == DType::F16;
@@ -264,6 +265,11 @@ void attention(const AttentionShape& shape, const AttentionRows& rows, const flo
 
 void attention(const AttentionShape& shape, const AttentionRows& rows, const float* q,
                const void* k_data, const void* v_data, DType kv_type, size_t kv_stride, float* out, ThreadPool* pool) {
+  attention(shape, rows, q, k_data, v_data, kv_type, kv_stride, static_cast<size_t>(shape.head_dim), out, pool);
+}
+
+void attention(const AttentionShape& shape, const AttentionRows& rows, const float* q, const void* k_data,
+               const void* v_data, DType kv_type, size_t kv_stride, size_t head_stride, float* out, ThreadPool* pool) {
   SPECDEC_CHECK(kv_type == DType::F32 || kv_type == DType::F16,
                 std::string("attention: K/V type ") + dtype_name(kv_type) + " (f32 or f16)");
   const size_t element_bytes = kv_type == DType::F32 ? sizeof(float) : sizeof(uint16_t);
@@ -302,7 +308,7 @@ void attention(const AttentionShape& shape, const AttentionRows& rows, const flo
     const int row_begin = static_cast<int>(static_cast<int64_t>(rows.n_rows) * tile / n_tiles);
     const int row_end = static_cast<int>(static_cast<int64_t>(rows.n_rows) * (tile + 1) / n_tiles);
     attend_tile(shape, rows, loops, kv_head, kv_head * group + split * n_task_heads, n_task_heads, row_begin,
-                row_end, q, k, v, kv_stride, out);
+                row_end, q, k, v, kv_stride, head_stride, out);
   };
   if (!parallel || n_tasks == 1) {
     for (int t = 0; t < n_tasks; ++t) run_task(t, 0);

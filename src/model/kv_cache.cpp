@@ -37,11 +37,16 @@ void check_fits_in_memory(int n_layers, int n_ctx, int kv_dim, size_t element_by
 }  // namespace
 
 KvCache::KvCache(const ModelConfig& config, int n_ctx, DType type)
-    : n_layers_(config.n_layers), n_ctx_(n_ctx), kv_dim_(checked_kv_dim(config)), type_(type) {
+    : n_layers_(config.n_layers),
+      n_ctx_(n_ctx),
+      kv_dim_(checked_kv_dim(config)),
+      n_kv_heads_(config.n_kv_heads),
+      head_dim_(config.head_dim),
+      type_(type) {
   if (type != DType::F32 && type != DType::F16)
     throw Error(std::string("KV cache: type ") + dtype_name(type) + " is not supported (f32 or f16)");
   if (n_ctx <= 0) throw Error("KV cache: context length " + std::to_string(n_ctx) + " must be positive");
-  if (n_layers_ <= 0 || kv_dim_ <= 0) {
+  if (n_layers_ <= 0 || kv_dim_ <= 0 || n_kv_heads_ <= 0 || head_dim_ <= 0) {
     throw Error("KV cache: invalid model shape (n_layers " + std::to_string(n_layers_) + ", kv_dim " +
                 std::to_string(int64_t{config.n_kv_heads} * config.head_dim) + ")");
   }
@@ -50,36 +55,61 @@ KvCache::KvCache(const ModelConfig& config, int n_ctx, DType type)
   row_bytes_ = element_bytes * static_cast<size_t>(kv_dim_);
   const size_t n = static_cast<size_t>(n_layers_) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(kv_dim_);
   if (type == DType::F32) {
-    k32_.assign(n, 0.0f);  // (n_layers, n_ctx, kv_dim)
+    k32_.assign(n, 0.0f);  // (n_layers, n_kv_heads, n_ctx, head_dim)
     v32_.assign(n, 0.0f);
   } else {
-    k16_.assign(n, 0);  // (n_layers, n_ctx, kv_dim)
+    k16_.assign(n, 0);  // (n_layers, n_kv_heads, n_ctx, head_dim)
     v16_.assign(n, 0);
   }
 }
 
-size_t KvCache::f32_offset(int layer, int slot) const {
-  SPECDEC_CHECK(type_ == DType::F32, "KV cache: float access to an F16 cache");
-  return (static_cast<size_t>(layer) * static_cast<size_t>(n_ctx_) + static_cast<size_t>(slot)) * static_cast<size_t>(kv_dim_);
+size_t KvCache::offset(int layer, int kv_head, int slot) const {
+  return ((static_cast<size_t>(layer) * static_cast<size_t>(n_kv_heads_) + static_cast<size_t>(kv_head)) *
+              static_cast<size_t>(n_ctx_) +
+          static_cast<size_t>(slot)) *
+         static_cast<size_t>(head_dim_);
 }
 
-const void* KvCache::row(const std::vector<float>& f32, const std::vector<uint16_t>& f16, int layer, int slot) const {
-  const size_t offset = (static_cast<size_t>(layer) * static_cast<size_t>(n_ctx_) + static_cast<size_t>(slot)) *
-                        static_cast<size_t>(kv_dim_);
-  if (type_ == DType::F32) return f32.data() + offset;
-  return f16.data() + offset;
+size_t KvCache::f32_offset(int layer, int kv_head, int slot) const {
+  SPECDEC_CHECK(type_ == DType::F32, "KV cache: float access to an F16 cache");
+  return offset(layer, kv_head, slot);
+}
+
+const void* KvCache::at(const std::vector<float>& f32, const std::vector<uint16_t>& f16, int layer, int kv_head,
+                        int slot) const {
+  if (type_ == DType::F32) return f32.data() + offset(layer, kv_head, slot);
+  return f16.data() + offset(layer, kv_head, slot);
 }
 
 void KvCache::write(int layer, int slot, const float* k, const float* v) {
-  void* k_dst = const_cast<void*>(k_row(layer, slot));
-  void* v_dst = const_cast<void*>(v_row(layer, slot));
-  if (type_ == DType::F32) {
-    std::memcpy(k_dst, k, row_bytes_);
-    std::memcpy(v_dst, v, row_bytes_);
-  } else {
-    quantize_row(DType::F16, k, k_dst, kv_dim_);  // round to nearest even, as ggml's f32 -> f16
-    quantize_row(DType::F16, v, v_dst, kv_dim_);
+  const size_t head_bytes = row_bytes_ / static_cast<size_t>(n_kv_heads_);
+  for (int h = 0; h < n_kv_heads_; ++h) {
+    void* k_dst = const_cast<void*>(k_head(layer, h, slot));
+    void* v_dst = const_cast<void*>(v_head(layer, h, slot));
+    const float* k_src = k + static_cast<size_t>(h) * head_dim_;
+    const float* v_src = v + static_cast<size_t>(h) * head_dim_;
+    if (type_ == DType::F32) {
+      std::memcpy(k_dst, k_src, head_bytes);
+      std::memcpy(v_dst, v_src, head_bytes);
+    } else {
+      quantize_row(DType::F16, k_src, k_dst, head_dim_);  // round to nearest even, as ggml's f32 -> f16
+      quantize_row(DType::F16, v_src, v_dst, head_dim_);
+    }
   }
+}
+
+bool KvCache::same_slot(int slot, const KvCache& other, int other_slot) const {
+  if (other.type_ != type_ || other.n_layers_ != n_layers_ || other.n_kv_heads_ != n_kv_heads_ ||
+      other.head_dim_ != head_dim_)
+    return false;
+  for (int l = 0; l < n_layers_; ++l) {
+    for (int h = 0; h < n_kv_heads_; ++h) {
+      if (std::memcmp(k_head(l, h, slot), other.k_head(l, h, other_slot), head_bytes()) != 0 ||
+          std::memcmp(v_head(l, h, slot), other.v_head(l, h, other_slot), head_bytes()) != 0)
+        return false;
+    }
+  }
+  return true;
 }
 
 void KvCache::truncate(int n) {
@@ -102,13 +132,15 @@ void KvCache::keep_rows(int first, std::span<const int> rows) {
     }
   }
   for (int layer = 0; layer < n_layers_; ++layer) {
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const int src = first + rows[i];
-      const int dst = first + static_cast<int>(i);
-      if (src == dst) continue;
-      // dst < src always (rows strictly increasing), and no later source is overwritten.
-      std::memcpy(const_cast<void*>(k_row(layer, dst)), k_row(layer, src), row_bytes_);
-      std::memcpy(const_cast<void*>(v_row(layer, dst)), v_row(layer, src), row_bytes_);
+    for (int h = 0; h < n_kv_heads_; ++h) {
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const int src = first + rows[i];
+        const int dst = first + static_cast<int>(i);
+        if (src == dst) continue;
+        // dst < src always (rows strictly increasing), and no later source is overwritten.
+        std::memcpy(const_cast<void*>(k_head(layer, h, dst)), k_head(layer, h, src), head_bytes());
+        std::memcpy(const_cast<void*>(v_head(layer, h, dst)), v_head(layer, h, src), head_bytes());
+      }
     }
   }
   n_used_ = first + static_cast<int>(rows.size());

@@ -90,8 +90,8 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
       seq_q = gathered;
       seq_out = sized(s.seq_out, static_cast<size_t>(m) * q_dim);
     }
-    attention(shape, rows, seq_q, sp.cache->k_row(layer, 0), sp.cache->v_row(layer, 0), sp.cache->type(),
-              static_cast<size_t>(kv_dim), seq_out, pool);
+    attention(shape, rows, seq_q, sp.cache->layer_k(layer), sp.cache->layer_v(layer), sp.cache->type(),
+              sp.cache->slot_stride(), sp.cache->head_stride(), seq_out, pool);
     if (!whole_batch) {
       for (int r = 0; r < m; ++r) {
         std::memcpy(attn + static_cast<size_t>(sp.rows[r]) * q_dim, seq_out + static_cast<size_t>(r) * q_dim,

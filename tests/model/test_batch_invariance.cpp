@@ -49,9 +49,14 @@ long first_byte_difference(const void* a, const void* b, size_t n) {
 // K and V of position `pos` of `a` equal those of slot `slot` of `b`, for every layer (any type).
 void expect_same_kv(const KvCache& a, int pos, const KvCache& b, int slot, const std::string& what) {
   ASSERT_EQ(a.type(), b.type());
+  const int n_kv_heads = static_cast<int>(a.row_bytes() / a.head_bytes());
   for (int l = 0; l < a.n_layers(); ++l) {
-    EXPECT_EQ(first_byte_difference(a.k_row(l, pos), b.k_row(l, slot), a.row_bytes()), -1) << what << ": K, layer " << l;
-    EXPECT_EQ(first_byte_difference(a.v_row(l, pos), b.v_row(l, slot), a.row_bytes()), -1) << what << ": V, layer " << l;
+    for (int h = 0; h < n_kv_heads; ++h) {
+      EXPECT_EQ(first_byte_difference(a.k_head(l, h, pos), b.k_head(l, h, slot), a.head_bytes()), -1)
+          << what << ": K, layer " << l << ", kv head " << h;
+      EXPECT_EQ(first_byte_difference(a.v_head(l, h, pos), b.v_head(l, h, slot), a.head_bytes()), -1)
+          << what << ": V, layer " << l << ", kv head " << h;
+    }
   }
 }
 

@@ -19,14 +19,7 @@
 namespace specdec::testing {
 namespace {
 
-bool same_kv(const KvCache& a, int slot_a, const KvCache& b, int slot_b) {
-  const size_t bytes = sizeof(float) * static_cast<size_t>(a.kv_dim());
-  for (int l = 0; l < a.n_layers(); ++l) {
-    if (std::memcmp(a.k(l, slot_a), b.k(l, slot_b), bytes) != 0) return false;
-    if (std::memcmp(a.v(l, slot_a), b.v(l, slot_b), bytes) != 0) return false;
-  }
-  return true;
-}
+bool same_kv(const KvCache& a, int slot_a, const KvCache& b, int slot_b) { return a.same_slot(slot_a, b, slot_b); }
 
 class CachedTree : public ::testing::Test {
  protected:

@@ -24,8 +24,8 @@ void fill(KvCache& cache, int first, int n) {
   for (int l = 0; l < cache.n_layers(); ++l) {
     for (int s = first; s < first + n; ++s) {
       for (int d = 0; d < cache.kv_dim(); ++d) {
-        cache.k(l, s)[d] = static_cast<float>(1000 * l + s);
-        cache.v(l, s)[d] = static_cast<float>(1000 * l + s) + 0.5f;
+        cache.k(l, 0, s)[d] = static_cast<float>(1000 * l + s);
+        cache.v(l, 0, s)[d] = static_cast<float>(1000 * l + s) + 0.5f;
       }
     }
   }
@@ -56,7 +56,7 @@ TEST(KvCache, F16StoresRoundedValues) {
   EXPECT_EQ(f16.type(), DType::F16);
   EXPECT_EQ(f16.row_bytes(), 3 * sizeof(uint16_t));
   EXPECT_EQ(2 * f16.bytes(), f32.bytes());
-  EXPECT_THROW(f16.k(0, 0), InternalError);
+  EXPECT_THROW(f16.k(0, 0, 0), InternalError);
   f16.append(10);
   for (int l = 0; l < 2; ++l) {
     for (int s = 0; s < 10; ++s) {
@@ -65,9 +65,9 @@ TEST(KvCache, F16StoresRoundedValues) {
       f16.write(l, s, k, v);
       uint16_t want[3];
       quantize_row(DType::F16, k, want, 3);
-      ASSERT_EQ(std::memcmp(f16.k_row(l, s), want, sizeof(want)), 0);
+      ASSERT_EQ(std::memcmp(f16.k_head(l, 0, s), want, sizeof(want)), 0);
       float back[3];
-      dequantize_row(DType::F16, f16.v_row(l, s), back, 3);
+      dequantize_row(DType::F16, f16.v_head(l, 0, s), back, 3);
       EXPECT_EQ(back[0], 0.5f + s);
       EXPECT_NEAR(back[1], 1e-7f, 3e-8f);
       EXPECT_EQ(back[2], -2.0f);
@@ -79,7 +79,7 @@ TEST(KvCache, F16StoresRoundedValues) {
   for (int l = 0; l < 2; ++l) {
     for (size_t i = 0; i < rows.size(); ++i) {
       float back[3];
-      dequantize_row(DType::F16, f16.v_row(l, 3 + static_cast<int>(i)), back, 3);
+      dequantize_row(DType::F16, f16.v_head(l, 0, 3 + static_cast<int>(i)), back, 3);
       EXPECT_EQ(back[0], 0.5f + 3 + rows[i]) << "layer " << l << " row " << i;
     }
   }
@@ -93,10 +93,10 @@ TEST(KvCache, KeepRowsCompactsChosenRowsInOrder) {
   cache.keep_rows(3, rows);
   EXPECT_EQ(cache.size(), 7);
   for (int l = 0; l < 2; ++l) {
-    for (int s = 0; s < 3; ++s) EXPECT_EQ(cache.k(l, s)[0], 1000 * l + s);
+    for (int s = 0; s < 3; ++s) EXPECT_EQ(cache.k(l, 0, s)[0], 1000 * l + s);
     for (size_t i = 0; i < rows.size(); ++i) {
-      EXPECT_EQ(cache.k(l, 3 + static_cast<int>(i))[2], 1000 * l + 3 + rows[i]);
-      EXPECT_EQ(cache.v(l, 3 + static_cast<int>(i))[1], 1000 * l + 3 + rows[i] + 0.5f);
+      EXPECT_EQ(cache.k(l, 0, 3 + static_cast<int>(i))[2], 1000 * l + 3 + rows[i]);
+      EXPECT_EQ(cache.v(l, 0, 3 + static_cast<int>(i))[1], 1000 * l + 3 + rows[i] + 0.5f);
     }
   }
   cache.keep_rows(7, std::vector<int>{});
@@ -104,6 +104,49 @@ TEST(KvCache, KeepRowsCompactsChosenRowsInOrder) {
   EXPECT_THROW(cache.keep_rows(5, std::vector<int>{1, 1}), Error);
   EXPECT_THROW(cache.keep_rows(5, std::vector<int>{2}), Error);  // only rows 0, 1 appended after 5
   EXPECT_THROW(cache.keep_rows(8, std::vector<int>{}), Error);
+}
+
+// Head-major layout: write() scatters a slot's kv heads, each head's slots are contiguous
+// (slot_stride() = head_dim, head_stride() = capacity * head_dim elements from layer_k), and
+// keep_rows and same_slot work per head.
+TEST(KvCache, HeadMajorLayoutPerKvHead) {
+  ModelConfig c = small_config();
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 3;
+  for (DType type : {DType::F32, DType::F16}) {
+    KvCache cache(c, 8, type), other(c, 8, type);
+    EXPECT_EQ(cache.slot_stride(), 3u);
+    EXPECT_EQ(cache.head_stride(), 8u * 3u);
+    EXPECT_EQ(cache.head_bytes() * 2, cache.row_bytes());
+    cache.append(5);
+    other.append(5);
+    const size_t element = type == DType::F32 ? 4 : 2;
+    for (int l = 0; l < 2; ++l) {
+      for (int s = 0; s < 5; ++s) {
+        const float k[6] = {1.0f * s, 2.0f, 3.0f, 100.0f + s, 5.0f, 6.0f + l};  // head 0, then head 1
+        const float v[6] = {-1.0f * s, -2.0f, -3.0f, -100.0f - s, -5.0f, -6.0f - l};
+        cache.write(l, s, k, v);
+        other.write(l, 4 - s, k, v);
+        const uint8_t* base = static_cast<const uint8_t*>(cache.layer_k(l));
+        EXPECT_EQ(cache.k_head(l, 1, s), base + (s * cache.slot_stride() + cache.head_stride()) * element);
+        float back[3];
+        dequantize_row(type, cache.k_head(l, 1, s), back, 3);
+        EXPECT_EQ(back[0], 100.0f + s);
+        EXPECT_EQ(back[2], 6.0f + l);
+        dequantize_row(type, cache.v_head(l, 0, s), back, 3);
+        EXPECT_EQ(back[0], -1.0f * s);
+      }
+    }
+    for (int s = 0; s < 5; ++s) {
+      EXPECT_TRUE(cache.same_slot(s, other, 4 - s)) << s;
+      EXPECT_EQ(cache.same_slot(s, other, s), s == 2) << s;
+    }
+    cache.keep_rows(1, std::vector<int>{1, 3});  // slots 2 and 4 move to 1 and 2
+    EXPECT_TRUE(cache.same_slot(1, other, 2));
+    EXPECT_TRUE(cache.same_slot(2, other, 0));
+    EXPECT_FALSE(cache.same_slot(0, KvCache(small_config(), 8, type), 0));  // another shape
+  }
 }
 
 }  // namespace

@@ -154,14 +154,8 @@ inline ::testing::AssertionResult cache_equals_fresh(Transformer& model, const K
     model.forward(batch, caches, logits);
   }
   if (cache.type() != fresh.type()) return ::testing::AssertionFailure() << "cache types differ";
-  const size_t row_bytes = cache.row_bytes();
-  for (int l = 0; l < cache.n_layers(); ++l) {
-    for (int s = 0; s < cache.size(); ++s) {
-      if (std::memcmp(cache.k_row(l, s), fresh.k_row(l, s), row_bytes) != 0 ||
-          std::memcmp(cache.v_row(l, s), fresh.v_row(l, s), row_bytes) != 0) {
-        return ::testing::AssertionFailure() << "K/V differ at layer " << l << " slot " << s;
-      }
-    }
+  for (int s = 0; s < cache.size(); ++s) {
+    if (!cache.same_slot(s, fresh, s)) return ::testing::AssertionFailure() << "K/V differ at slot " << s;
   }
   return ::testing::AssertionSuccess();
 }
