@@ -82,15 +82,14 @@ const void* KvCache::at(const std::vector<float>& f32, const std::vector<uint16_
 }
 
 void KvCache::write(int layer, int slot, const float* k, const float* v) {
-  const size_t head_bytes = row_bytes_ / static_cast<size_t>(n_kv_heads_);
   for (int h = 0; h < n_kv_heads_; ++h) {
     void* k_dst = const_cast<void*>(k_head(layer, h, slot));
     void* v_dst = const_cast<void*>(v_head(layer, h, slot));
     const float* k_src = k + static_cast<size_t>(h) * head_dim_;
     const float* v_src = v + static_cast<size_t>(h) * head_dim_;
     if (type_ == DType::F32) {
-      std::memcpy(k_dst, k_src, head_bytes);
-      std::memcpy(v_dst, v_src, head_bytes);
+      std::memcpy(k_dst, k_src, head_bytes());
+      std::memcpy(v_dst, v_src, head_bytes());
     } else {
       quantize_row(DType::F16, k_src, k_dst, head_dim_);  // round to nearest even, as ggml's f32 -> f16
       quantize_row(DType::F16, v_src, v_dst, head_dim_);
