@@ -14,8 +14,9 @@
 // reduction, so results do not depend on the thread count or on which thread ran a task.
 //
 // Waiting: a thread that waits (a worker for the next call, the caller for running tasks) spins
-// with `pause` for a few tens of microseconds and then blocks in the kernel (futex), so an
-// oversubscribed machine does not spend its timeslices spinning or yielding.
+// with `pause` for a few tens of microseconds plus up to 200 µs more, as long as its own work
+// in the call took (the rest of the call should take no longer), and then blocks in the kernel
+// (futex), so an oversubscribed machine does not spend its timeslices spinning or yielding.
 //
 // Stall back-off (kDynamic only): a worker descheduled in the middle of a task still holds up
 // the call until the kernel runs it again (often milliseconds on an oversubscribed machine).
@@ -24,8 +25,9 @@
 // (starting at stall_backoff, doubling while stalls recur within a second, at most 32x), then
 // tries the workers again. Which thread runs a task never changes a result, so this only trades
 // parallelism for latency. stall_backoff = 0 turns it off. The verdict assumes the tasks of a
-// call are of about equal size (callers cut them so) and needs the caller to have run at least
-// one task (otherwise its share says nothing about a task's length).
+// call are of about equal size or ordered largest first (callers cut them so: tasks are claimed
+// in order, so the caller's first task is then at least as long as any it waits for) and needs
+// the caller to have run at least one task (otherwise its share says nothing about a task's length).
 #pragma once
 
 #include <atomic>
@@ -74,7 +76,7 @@ class ThreadPool {
 
  private:
   void worker_loop(int thread_index);
-  void run_published_job(uint32_t generation, int thread_index);
+  bool run_published_job(uint32_t generation, int thread_index);  // whether it ran a task
   bool claim_task(uint32_t generation, int* task);
   void finish_tasks(uint32_t count);
 

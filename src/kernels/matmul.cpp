@@ -23,6 +23,13 @@ using namespace matmul_detail;
 // handing a call to a spinning worker (publish, one cache-line transfer per claimed task, the
 // worker's first touch of the activations); slower kernels only raise the task time.
 constexpr int64_t kMinTaskWork = 1 << 17;
+// Tasks of a parallel call shrink towards this floor ("guided" sizes, see plan_tasks): the last
+// tasks only decide how far apart the threads finish, and a claim costs ~0.1-0.5 µs (one
+// contended cache line) against a task of >= ~2 µs (16 weight rows of 2,048 Q8_0 values
+// streamed at one thread's share of the bandwidth).
+constexpr int64_t kMinTailWork = kMinTaskWork / 4;
+// A task takes 1 / (kGuidedDivisor * threads) of the work not yet handed out.
+constexpr int64_t kGuidedDivisor = 2;
 // Thread chunks of n_out are multiples of this many weight rows (a multiple of every tile
 // height: 8 on AVX2, 16 on AVX-512, kRepackTileRows).
 constexpr int64_t kChunkRows = 16;
@@ -115,13 +122,37 @@ void matmul_row_major_copy(const WeightMatrix& w, const float* x, int M, float* 
   matmul(row_major, x, M, y, pool);
 }
 
-// One matrix's share of a call: its outputs in chunks of `chunk` rows, tasks
-// [first_task, first_task + n_tasks) of the call's task list.
-struct MatrixTasks {
-  RangeJob base;
-  int64_t chunk = 0;
-  int first_task = 0, n_tasks = 0;
+// One task of a call: output rows [o_begin, o_end) of matrix `matrix`.
+struct TaskRange {
+  int matrix = 0;
+  int64_t o_begin = 0, o_end = 0;
 };
+
+// The call's task list (the matrices' output rows in order) for n_threads threads, into tasks.
+// Guided sizes: each task takes 1 / (kGuidedDivisor * n_threads) of the work not yet handed out,
+// at least kMinTailWork and a multiple of kChunkRows rows. The pool hands tasks out in order, so
+// the first ones are large (few claims) and the last ones small: threads whose share of the
+// memory bandwidth differs, or that woke up late, still finish within about one small task of
+// each other. With equal tasks they finished up to one whole task apart, which at 16 threads
+// and M = 1 (2-4 tasks per thread, ~17-35 µs each) idled most threads for 10-20% of a call.
+// A pure function of the shapes, M and n_threads; results never depend on it (each output's
+// value is the same whichever task computes it).
+void plan_tasks(const MatmulOutput* outputs, int n_outputs, int M, int n_threads, std::vector<TaskRange>& tasks) {
+  tasks.clear();
+  int64_t remaining = 0;
+  for (int i = 0; i < n_outputs; ++i) remaining += static_cast<int64_t>(M) * outputs[i].w->n_out * outputs[i].w->n_in;
+  for (int i = 0; i < n_outputs; ++i) {
+    const WeightMatrix& w = *outputs[i].w;
+    const int64_t row_work = static_cast<int64_t>(M) * w.n_in;
+    for (int64_t o = 0; o < w.n_out;) {
+      const int64_t target = std::max(kMinTailWork, remaining / (kGuidedDivisor * n_threads));
+      const int64_t rows = std::min(w.n_out - o, round_up((target + row_work - 1) / row_work, kChunkRows));
+      tasks.push_back({i, o, o + rows});
+      o += rows;
+      remaining -= rows * row_work;
+    }
+  }
+}
 
 }  // namespace
 
@@ -174,44 +205,36 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     case Isa::Scalar: break;
   }
 
-  // Tasks are chunks of one matrix's output columns (a pure function of its shape and the pool
-  // size, as for a lone matmul); every column's result is the same whichever chunk and thread
-  // computes it.
-  MatrixTasks plans[kMaxGroup];
-  int n_tasks = 0;
+  RangeJob bases[kMaxGroup];  // one per matrix; a task sets its output range
   int64_t total_work = 0;
   for (int i = 0; i < n_outputs; ++i) {
     const WeightMatrix& w = *outputs[i].w;
-    MatrixTasks& p = plans[i];
-    p.base.w = &w;
-    p.base.x = x;
-    p.base.M = M;
-    p.base.y = outputs[i].y;
-    if (!is_float_weight(w.type)) p.base.acts = acts;
-    const int64_t work = static_cast<int64_t>(M) * w.n_out * w.n_in;
-    total_work += work;
-    const int64_t wanted = pool != nullptr ? pool->task_count(work, kMinTaskWork) : 1;
-    p.chunk = round_up((w.n_out + wanted - 1) / wanted, kChunkRows);
-    p.first_task = n_tasks;
-    p.n_tasks = static_cast<int>((w.n_out + p.chunk - 1) / p.chunk);
-    n_tasks += p.n_tasks;
+    RangeJob& b = bases[i];
+    b.w = &w;
+    b.x = x;
+    b.M = M;
+    b.y = outputs[i].y;
+    if (!is_float_weight(w.type)) b.acts = acts;
+    total_work += static_cast<int64_t>(M) * w.n_out * w.n_in;
   }
-
-  auto run_task = [&](int task, int /*thread*/) {
-    int i = 0;
-    while (task >= plans[i].first_task + plans[i].n_tasks) ++i;
-    const MatrixTasks& p = plans[i];
-    RangeJob job = p.base;
-    job.o_begin = (task - p.first_task) * p.chunk;
-    job.o_end = std::min(job.w->n_out, job.o_begin + p.chunk);
+  auto run = [&](int matrix, int64_t o_begin, int64_t o_end) {
+    RangeJob job = bases[matrix];
+    job.o_begin = o_begin;
+    job.o_end = o_end;
     if (!is_float_weight(job.w->type)) job.scratch = thread_scratch(job.w->n_in);
     range_fn(job);
   };
-  if (n_tasks == 1 || pool == nullptr || total_work < 2 * kMinTaskWork) {  // not worth a hand-off
-    for (int t = 0; t < n_tasks; ++t) run_task(t, 0);
-  } else {
-    pool->parallel_for(n_tasks, run_task);
+  if (pool == nullptr || pool->task_count(total_work, kMinTaskWork) < 2) {  // not worth a hand-off
+    for (int i = 0; i < n_outputs; ++i) run(i, 0, outputs[i].w->n_out);
+    return;
   }
+  thread_local std::vector<TaskRange> caller_tasks;  // reused; the workers get a pointer to it
+  plan_tasks(outputs, n_outputs, M, pool->size(), caller_tasks);
+  const TaskRange* tasks = caller_tasks.data();  // a thread_local name would be the worker's own
+  pool->parallel_for(static_cast<int>(caller_tasks.size()), [&](int task, int /*thread*/) {
+    const TaskRange& t = tasks[task];
+    run(t.matrix, t.o_begin, t.o_end);
+  });
 }
 
 void matmul_reference(const WeightMatrix& w, const float* x, int M, float* y) {
