@@ -28,6 +28,10 @@ constexpr int64_t kMinTaskWork = 1 << 17;
 // contended cache line) against a task of >= ~2 µs (16 weight rows of 2,048 Q8_0 values
 // streamed at one thread's share of the bandwidth).
 constexpr int64_t kMinTailWork = kMinTaskWork / 4;
+// ... and stream at least this many bytes of weights: at small M a task's time is its weight
+// bytes, and 16-row tasks of a 576-wide matrix (10 KB, ~1-2 µs) cost more in claims and
+// prefetcher restarts than they save (measured: 150M model, 16 threads, M = 2-9).
+constexpr int64_t kMinTailBytes = 32 << 10;
 // A task takes 1 / (kGuidedDivisor * threads) of the work not yet handed out.
 constexpr int64_t kGuidedDivisor = 2;
 // Thread chunks of n_out are multiples of this many weight rows (a multiple of every tile
@@ -130,10 +134,10 @@ struct TaskRange {
 
 // The call's task list (the matrices' output rows in order) for n_threads threads, into tasks.
 // Guided sizes: each task takes 1 / (kGuidedDivisor * n_threads) of the work not yet handed out,
-// at least kMinTailWork and a multiple of kChunkRows rows. The pool hands tasks out in order, so
-// the first ones are large (few claims) and the last ones small: threads whose share of the
-// memory bandwidth differs, or that woke up late, still finish within about one small task of
-// each other. With equal tasks they finished up to one whole task apart, which at 16 threads
+// at least kMinTailWork and kMinTailBytes of weights, and a multiple of kChunkRows rows. The
+// pool hands tasks out in order, so the first ones are large (few claims) and the last ones
+// small: threads whose share of the memory bandwidth differs, or that woke up late, still
+// finish within about one small task of each other. With equal tasks they finished up to one whole task apart, which at 16 threads
 // and M = 1 (2-4 tasks per thread, ~17-35 µs each) idled most threads for 10-20% of a call.
 // A pure function of the shapes, M and n_threads; results never depend on it (each output's
 // value is the same whichever task computes it).
@@ -144,9 +148,11 @@ void plan_tasks(const MatmulOutput* outputs, int n_outputs, int M, int n_threads
   for (int i = 0; i < n_outputs; ++i) {
     const WeightMatrix& w = *outputs[i].w;
     const int64_t row_work = static_cast<int64_t>(M) * w.n_in;
+    const int64_t row_bytes = static_cast<int64_t>(w.row_bytes);
+    const int64_t min_rows = std::max((kMinTailWork + row_work - 1) / row_work, (kMinTailBytes + row_bytes - 1) / row_bytes);
     for (int64_t o = 0; o < w.n_out;) {
-      const int64_t target = std::max(kMinTailWork, remaining / (kGuidedDivisor * n_threads));
-      const int64_t rows = std::min(w.n_out - o, round_up((target + row_work - 1) / row_work, kChunkRows));
+      const int64_t guided = (remaining / (kGuidedDivisor * n_threads) + row_work - 1) / row_work;
+      const int64_t rows = std::min(w.n_out - o, round_up(std::max(min_rows, guided), kChunkRows));
       tasks.push_back({i, o, o + rows});
       o += rows;
       remaining -= rows * row_work;
