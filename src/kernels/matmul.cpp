@@ -1,7 +1,10 @@
 // matmul(): argument checks, activation quantization, the split of n_out over threads and the
 // dispatch to the active ISA's kernels (matmul_scalar.cpp, matmul_avx2.cpp, matmul_avx512.cpp).
 // matmul_reference(): dequantize + double-precision dot products, for tests.
+#include <immintrin.h>
+
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -32,6 +35,8 @@ constexpr int64_t kMinTailWork = kMinTaskWork / 4;
 // bytes, and 16-row tasks of a 576-wide matrix (10 KB, ~1-2 µs) cost more in claims and
 // prefetcher restarts than they save (measured: 150M model, 16 threads, M = 2-9).
 constexpr int64_t kMinTailBytes = 32 << 10;
+// Activation values per quantization task (~0.3-0.5 ns each on AVX2 / AVX-512).
+constexpr int64_t kMinQuantTaskValues = 8 << 10;
 // A task takes 1 / (kGuidedDivisor * threads) of the work not yet handed out.
 constexpr int64_t kGuidedDivisor = 2;
 // Thread chunks of n_out are multiples of this many weight rows (a multiple of every tile
@@ -73,6 +78,19 @@ QuantizedActs thread_acts(int M, int64_t n_in) {
   a.neg32_sums16 = sized(s.neg32_sums16, M * a.n_groups_pad);
   a.sums32 = sized(s.sums32, M * a.n_pad / 32);
   return a;
+}
+
+// The rows from r0 on of quantized activations (every array is row-major).
+QuantizedActs acts_from_row(const QuantizedActs& a, int r0) {
+  QuantizedActs v = a;
+  const int64_t r = r0;
+  v.values += r * a.n_pad;
+  v.lane_scale += r * (a.n_pad / 4);
+  v.sums16 += r * a.n_groups_pad;
+  v.neg128_sums32 += r * (a.n_pad / 32);
+  v.neg32_sums16 += r * a.n_groups_pad;
+  v.sums32 += r * (a.n_pad / 32);
+  return v;
 }
 
 // The calling thread's scratch for one unpacked weight row of n_in values.
@@ -193,17 +211,11 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     }
     return;
   }
+  void (*quantize_fn)(const float*, int, int64_t, const QuantizedActs&) = quantize_activations;
+  if (active_isa() == Isa::Avx512) quantize_fn = quantize_activations_avx512;
+  if (active_isa() == Isa::Avx2) quantize_fn = quantize_activations_avx2;
   QuantizedActs acts;
-  if (any_quantized) {
-    acts = thread_acts(M, n_in);
-    if (active_isa() == Isa::Avx512) {
-      quantize_activations_avx512(x, M, n_in, acts);
-    } else if (active_isa() == Isa::Avx2) {
-      quantize_activations_avx2(x, M, n_in, acts);
-    } else {
-      quantize_activations(x, M, n_in, acts);
-    }
-  }
+  if (any_quantized) acts = thread_acts(M, n_in);
   void (*range_fn)(const RangeJob&) = matmul_range_scalar;
   switch (active_isa()) {
     case Isa::Avx512: range_fn = matmul_range_avx512; break;
@@ -231,14 +243,34 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     range_fn(job);
   };
   if (pool == nullptr || pool->task_count(total_work, kMinTaskWork) < 2) {  // not worth a hand-off
+    if (any_quantized) quantize_fn(x, M, n_in, acts);
     for (int i = 0; i < n_outputs; ++i) run(i, 0, outputs[i].w->n_out);
     return;
   }
+  // Activation rows are quantized by the call's first n_quant tasks (rows split evenly; each
+  // row's bytes depend on that row only), unless there are too few values to split: then by
+  // the caller before the hand-off. Every matmul task waits for all of them (spinning): tasks
+  // are claimed in order, so a thread that holds a matmul task only waits for quantization
+  // tasks that other threads are already running. At M = 25, n_in = 8,192 the quantization
+  // alone is ~100 µs, which on the caller alone left the other threads idle (prefill, large M).
+  const int64_t quant_values = any_quantized ? static_cast<int64_t>(M) * n_in : 0;
+  const int n_quant = quant_values >= 2 * kMinQuantTaskValues
+                          ? static_cast<int>(std::min<int64_t>({quant_values / kMinQuantTaskValues, M, pool->size()}))
+                          : 0;
+  if (any_quantized && n_quant == 0) quantize_fn(x, M, n_in, acts);
   thread_local std::vector<TaskRange> caller_tasks;  // reused; the workers get a pointer to it
   plan_tasks(outputs, n_outputs, M, pool->size(), caller_tasks);
   const TaskRange* tasks = caller_tasks.data();  // a thread_local name would be the worker's own
-  pool->parallel_for(static_cast<int>(caller_tasks.size()), [&](int task, int /*thread*/) {
-    const TaskRange& t = tasks[task];
+  std::atomic<int> n_quantized{0};
+  pool->parallel_for(n_quant + static_cast<int>(caller_tasks.size()), [&](int task, int /*thread*/) {
+    if (task < n_quant) {
+      const int r0 = M * task / n_quant, r1 = M * (task + 1) / n_quant;
+      quantize_fn(x + static_cast<int64_t>(r0) * n_in, r1 - r0, n_in, acts_from_row(acts, r0));
+      n_quantized.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    while (n_quantized.load(std::memory_order_acquire) < n_quant) _mm_pause();
+    const TaskRange& t = tasks[task - n_quant];
     run(t.matrix, t.o_begin, t.o_end);
   });
 }
