@@ -58,15 +58,25 @@ class Cursor {
   T read(const std::string& what) { return read<T>("", what); }
 
   // u64 length + bytes. The length is checked against the remaining bytes before allocating.
-  std::string read_string(const std::string& what) {
+  // The view points into the image.
+  std::string_view read_string_view(const std::string& what) {
     const uint64_t len = read<uint64_t>("length of ", what);
     if (len > remaining())
       fail("string length " + std::to_string(len) + " of " + what + " at offset " +
            std::to_string(pos_ - 8) + " exceeds the " + std::to_string(remaining()) +
            " bytes left in the file (file size " + std::to_string(size_) + ")");
-    std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(len));
+    std::string_view s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(len));
     pos_ += static_cast<size_t>(len);
     return s;
+  }
+  std::string read_string(const std::string& what) { return std::string(read_string_view(what)); }
+
+  // n bytes at pos() (checked), then skips them.
+  const uint8_t* take(size_t n, const std::string& what) {
+    need(n, "", what);
+    const uint8_t* p = data_ + pos_;
+    pos_ += n;
+    return p;
   }
 
  private:
@@ -123,29 +133,42 @@ class ValueReader {
   std::shared_ptr<GgufArray> read_array(const std::string& what, int depth) {
     if (depth >= kMaxArrayDepth)
       cur_.fail(what + " nests arrays deeper than " + std::to_string(kMaxArrayDepth) + " levels");
-    auto arr = std::make_shared<GgufArray>();
-    arr->elem_type = read_type("elements of " + what);
+    const GgufValueType elem_type = read_type("elements of " + what);
+    auto arr = std::make_shared<GgufArray>(elem_type);
     const size_t count_at = cur_.pos();
     const uint64_t count = cur_.read<uint64_t>("element count of ", what);
-    const size_t min_size = min_encoded_size(arr->elem_type);
+    const size_t min_size = min_encoded_size(elem_type);
     // Validate the count before reserving: every element needs at least min_size bytes.
     if (count > kMaxArrayLength)
       cur_.fail("array " + what + " at offset " + std::to_string(count_at) + " claims " +
-                std::to_string(count) + " elements of type " + gguf_value_type_name(arr->elem_type) +
+                std::to_string(count) + " elements of type " + gguf_value_type_name(elem_type) +
                 ", more than the limit of " + std::to_string(kMaxArrayLength));
     if (min_size > 0 && count > cur_.remaining() / min_size)
       cur_.fail("array " + what + " at offset " + std::to_string(count_at) + " claims " +
                 std::to_string(count) + " elements of type " +
-                gguf_value_type_name(arr->elem_type) + ", more than the " +
+                gguf_value_type_name(elem_type) + ", more than the " +
                 std::to_string(cur_.remaining()) + " bytes left in the file can hold");
     total_items_ += count;
     if (total_items_ > kMaxTotalArrayItems)
       cur_.fail("arrays hold more than " + std::to_string(kMaxTotalArrayItems) +
                 " elements in total (at " + what + ")");
-    arr->items.reserve(static_cast<size_t>(count));
+    arr->reserve(static_cast<size_t>(count));
     const std::string elem_what = "an element of " + what;
-    for (uint64_t i = 0; i < count; ++i)
-      arr->items.push_back(read_value(arr->elem_type, elem_what, depth + 1));
+    if (const size_t elem_bytes = scalar_size(elem_type); elem_bytes > 0) {  // fixed size: one copy
+      const size_t at = cur_.pos();
+      const uint8_t* bytes = cur_.take(static_cast<size_t>(count) * elem_bytes, elem_what);
+      if (elem_type == GgufValueType::BOOL) {
+        for (uint64_t i = 0; i < count; ++i)
+          if (bytes[i] > 1)
+            cur_.fail("bool value " + std::to_string(bytes[i]) + " of " + elem_what + " at offset " +
+                      std::to_string(at + i) + " is neither 0 nor 1");
+      }
+      arr->append_scalar_bytes(bytes, static_cast<size_t>(count));
+    } else if (elem_type == GgufValueType::STRING) {
+      for (uint64_t i = 0; i < count; ++i) arr->push_back_string(cur_.read_string_view(elem_what));
+    } else {
+      for (uint64_t i = 0; i < count; ++i) arr->push_back(read_value(elem_type, elem_what, depth + 1));
+    }
     return arr;
   }
 

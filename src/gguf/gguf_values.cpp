@@ -36,8 +36,8 @@ std::string gguf_value_type_description(const GgufValue& v) {
   const auto* arr = std::get_if<std::shared_ptr<GgufArray>>(&v.value);
   if (!arr || !*arr) return "ARRAY";
   GgufValue elem;
-  elem.type = (*arr)->elem_type;
-  if (elem.type == GgufValueType::ARRAY && !(*arr)->items.empty()) elem = (*arr)->items.front();
+  elem.type = (*arr)->elem_type();
+  if (elem.type == GgufValueType::ARRAY && !(*arr)->empty()) elem = (*arr)->item(0);
   return "ARRAY of " + gguf_value_type_description(elem);
 }
 
@@ -166,9 +166,9 @@ std::string gguf_value_to_string(const GgufValue& v, size_t max_items) {
       const auto& arr = std::get<std::shared_ptr<GgufArray>>(v.value);
       if (!arr) return "[]";
       std::string out = "[";
-      const size_t n = arr->items.size();
+      const size_t n = arr->size();
       for (size_t i = 0; i < n && i < max_items; ++i)
-        out += (i ? ", " : "") + gguf_value_to_string(arr->items[i], max_items);
+        out += (i ? ", " : "") + gguf_value_to_string(arr->item(i), max_items);
       if (n > max_items) out += ", ... (" + std::to_string(n) + " items)";
       return out + "]";
     }
@@ -279,38 +279,38 @@ bool GgufFile::get_bool(std::string_view key) const {
 std::vector<std::string> GgufFile::get_string_array(std::string_view key) const {
   const std::string what = key_text(key, path_);
   const GgufArray& arr = checked_array(require(*this, key), what, "ARRAY of STRING");
-  if (arr.elem_type != GgufValueType::STRING)
-    throw Error(what + " is an ARRAY of " + gguf_value_type_name(arr.elem_type) +
+  if (arr.elem_type() != GgufValueType::STRING)
+    throw Error(what + " is an ARRAY of " + gguf_value_type_name(arr.elem_type()) +
                 ", expected ARRAY of STRING");
   std::vector<std::string> out;
-  out.reserve(arr.items.size());
-  for (const auto& item : arr.items) out.push_back(std::get<std::string>(item.value));
+  out.reserve(arr.size());
+  for (size_t i = 0; i < arr.size(); ++i) out.emplace_back(arr.string_at(i));
   return out;
 }
 
 std::vector<float> GgufFile::get_f32_array(std::string_view key) const {
   const std::string what = key_text(key, path_);
   const GgufArray& arr = checked_array(require(*this, key), what, "ARRAY of F32");
-  if (arr.elem_type != GgufValueType::F32 && arr.elem_type != GgufValueType::F64)
-    throw Error(what + " is an ARRAY of " + gguf_value_type_name(arr.elem_type) +
+  if (arr.elem_type() != GgufValueType::F32 && arr.elem_type() != GgufValueType::F64)
+    throw Error(what + " is an ARRAY of " + gguf_value_type_name(arr.elem_type()) +
                 ", expected ARRAY of F32 or F64");
   std::vector<float> out;
-  out.reserve(arr.items.size());
-  for (const auto& item : arr.items) out.push_back(static_cast<float>(checked_float(item, what)));
+  out.reserve(arr.size());
+  for (size_t i = 0; i < arr.size(); ++i) out.push_back(static_cast<float>(checked_float(arr.item(i), what)));
   return out;
 }
 
 std::vector<int32_t> GgufFile::get_i32_array(std::string_view key) const {
   const std::string what = key_text(key, path_);
   const GgufArray& arr = checked_array(require(*this, key), what, "ARRAY of I32");
-  if (!is_integer_type(arr.elem_type))
-    throw Error(what + " is an ARRAY of " + gguf_value_type_name(arr.elem_type) +
+  if (!is_integer_type(arr.elem_type()))
+    throw Error(what + " is an ARRAY of " + gguf_value_type_name(arr.elem_type()) +
                 ", expected an ARRAY of integers");
   std::vector<int32_t> out;
-  out.reserve(arr.items.size());
-  for (size_t i = 0; i < arr.items.size(); ++i) {
+  out.reserve(arr.size());
+  for (size_t i = 0; i < arr.size(); ++i) {
     IntValue iv;
-    integer_of(arr.items[i], &iv);
+    integer_of(arr.item(i), &iv);
     const bool fits = iv.negative ? iv.magnitude <= uint64_t{1} << 31 : iv.magnitude < uint64_t{1} << 31;
     if (!fits)
       throw Error(what + " item " + std::to_string(i) + " = " + int_text(iv) +

@@ -35,20 +35,12 @@ void validate_value(const GgufValue& v, const std::string& what, int depth) {
     throw Error(what + ": arrays nested deeper than " + std::to_string(kMaxArrayDepth) + " levels");
   const auto& arr = std::get<std::shared_ptr<GgufArray>>(v.value);
   if (!arr) throw Error(what + ": ARRAY value holds a null array");
-  if (!is_known_value_type(static_cast<uint32_t>(arr->elem_type)))
+  if (!is_known_value_type(static_cast<uint32_t>(arr->elem_type())))
     throw Error(what + ": unknown array element type " +
-                std::to_string(static_cast<uint32_t>(arr->elem_type)));
-  for (size_t i = 0; i < arr->items.size(); ++i) {
-    const GgufValue& item = arr->items[i];
-    if (item.type != arr->elem_type)
-      throw Error(what + ": item " + std::to_string(i) + " has type " +
-                  gguf_value_type_name(item.type) + " in an ARRAY of " +
-                  gguf_value_type_name(arr->elem_type));
-    if (item.type == GgufValueType::ARRAY)
-      validate_value(item, what + "[" + std::to_string(i) + "]", depth + 1);
-    else if (item.value.index() != static_cast<size_t>(item.type))
-      validate_value(item, what + "[" + std::to_string(i) + "]", depth + 1);
-  }
+                std::to_string(static_cast<uint32_t>(arr->elem_type())));
+  // GgufArray::push_back checked every item's type; nested arrays still need their depth.
+  if (arr->elem_type() == GgufValueType::ARRAY)
+    for (size_t i = 0; i < arr->size(); ++i) validate_value(arr->item(i), what + "[" + std::to_string(i) + "]", depth + 1);
 }
 
 class ByteOut {
@@ -60,7 +52,7 @@ class ByteOut {
   }
   template <typename T>
   void pod(T v) { bytes(&v, sizeof v); }
-  void string(const std::string& s) {
+  void string(std::string_view s) {
     pod<uint64_t>(s.size());
     bytes(s.data(), s.size());
   }
@@ -80,9 +72,13 @@ class ByteOut {
       case GgufValueType::STRING: string(std::get<std::string>(v.value)); break;
       case GgufValueType::ARRAY: {
         const auto& arr = std::get<std::shared_ptr<GgufArray>>(v.value);
-        pod<uint32_t>(static_cast<uint32_t>(arr->elem_type));
-        pod<uint64_t>(arr->items.size());
-        for (const auto& item : arr->items) value(item);
+        pod<uint32_t>(static_cast<uint32_t>(arr->elem_type()));
+        pod<uint64_t>(arr->size());
+        if (arr->elem_type() == GgufValueType::STRING) {
+          for (size_t i = 0; i < arr->size(); ++i) string(arr->string_at(i));
+        } else {
+          for (size_t i = 0; i < arr->size(); ++i) value(arr->item(i));
+        }
         break;
       }
     }
@@ -95,11 +91,7 @@ class ByteOut {
   std::vector<uint8_t>& out_;
 };
 
-GgufValue make_array(GgufValueType elem_type, size_t n) {
-  auto arr = std::make_shared<GgufArray>();
-  arr->elem_type = elem_type;
-  arr->items.resize(n);
-  for (auto& item : arr->items) item.type = elem_type;
+GgufValue array_value(std::shared_ptr<GgufArray> arr) {
   GgufValue v;
   v.type = GgufValueType::ARRAY;
   v.value = std::move(arr);
@@ -160,24 +152,22 @@ void GgufWriter::set_string(const std::string& key, const std::string& v) {
 }
 
 void GgufWriter::set_string_array(const std::string& key, const std::vector<std::string>& v) {
-  GgufValue a = make_array(GgufValueType::STRING, v.size());
-  auto& items = std::get<std::shared_ptr<GgufArray>>(a.value)->items;
-  for (size_t i = 0; i < v.size(); ++i) items[i].value = v[i];
-  set(key, std::move(a));
+  auto arr = std::make_shared<GgufArray>(GgufValueType::STRING);
+  arr->reserve(v.size());
+  for (const std::string& s : v) arr->push_back_string(s);
+  set(key, array_value(std::move(arr)));
 }
 
 void GgufWriter::set_f32_array(const std::string& key, const std::vector<float>& v) {
-  GgufValue a = make_array(GgufValueType::F32, v.size());
-  auto& items = std::get<std::shared_ptr<GgufArray>>(a.value)->items;
-  for (size_t i = 0; i < v.size(); ++i) items[i].value = v[i];
-  set(key, std::move(a));
+  auto arr = std::make_shared<GgufArray>(GgufValueType::F32);
+  arr->append_scalar_bytes(reinterpret_cast<const uint8_t*>(v.data()), v.size());
+  set(key, array_value(std::move(arr)));
 }
 
 void GgufWriter::set_i32_array(const std::string& key, const std::vector<int32_t>& v) {
-  GgufValue a = make_array(GgufValueType::I32, v.size());
-  auto& items = std::get<std::shared_ptr<GgufArray>>(a.value)->items;
-  for (size_t i = 0; i < v.size(); ++i) items[i].value = v[i];
-  set(key, std::move(a));
+  auto arr = std::make_shared<GgufArray>(GgufValueType::I32);
+  arr->append_scalar_bytes(reinterpret_cast<const uint8_t*>(v.data()), v.size());
+  set(key, array_value(std::move(arr)));
 }
 
 void GgufWriter::add_tensor(const std::string& name, DType type, const std::vector<int64_t>& dims,

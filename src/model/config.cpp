@@ -52,7 +52,7 @@ int read_vocab_size(const GgufFile& gguf, const std::string& arch) {
     throw Error(gguf.path() + ": metadata 'tokenizer.ggml.tokens' is a " +
                 gguf_value_type_name(tokens->type) + ", expected an array of strings");
   }
-  const size_t n = (*array)->items.size();
+  const size_t n = (*array)->size();
   if (n == 0 || n > static_cast<size_t>(kMaxDimension)) {
     throw Error(gguf.path() + ": 'tokenizer.ggml.tokens' has " + std::to_string(n) + " entries");
   }

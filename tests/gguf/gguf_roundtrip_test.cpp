@@ -26,9 +26,8 @@ GgufValue val(GgufValueType type, T x) {
 }
 
 GgufValue arr(GgufValueType elem_type, std::vector<GgufValue> items) {
-  auto a = std::make_shared<GgufArray>();
-  a->elem_type = elem_type;
-  a->items = std::move(items);
+  auto a = std::make_shared<GgufArray>(elem_type);
+  for (const GgufValue& item : items) a->push_back(item);
   GgufValue v;
   v.type = GgufValueType::ARRAY;
   v.value = std::move(a);
@@ -49,9 +48,9 @@ bool same(const GgufValue& a, const GgufValue& b) {
   if (a.type != GgufValueType::ARRAY) return a.value == b.value;
   const auto& x = *std::get<std::shared_ptr<GgufArray>>(a.value);
   const auto& y = *std::get<std::shared_ptr<GgufArray>>(b.value);
-  if (x.elem_type != y.elem_type || x.items.size() != y.items.size()) return false;
-  for (size_t i = 0; i < x.items.size(); ++i)
-    if (!same(x.items[i], y.items[i])) return false;
+  if (x.elem_type() != y.elem_type() || x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!same(x.item(i), y.item(i))) return false;
   return true;
 }
 
