@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "specdec/engine.h"
+#include "specdec/model.h"
 #include "specdec/sampling.h"
 
 namespace specdec {
@@ -55,6 +57,9 @@ struct BenchOptions {
   // End to end with a tree drafter (--spec tree / tree_nodes > 0): also run the same draft
   // model as a chain of the same node budget (draft_max = tree nodes), in the same run.
   bool compare_chain = false;
+  // Where a forward's time goes, per phase (ForwardProfile), at the short context for
+  // M = 1, 5 and 9 rows (those <= m_max), measured after the cost curve in separate forwards.
+  bool profile = false;
 
   static SamplingParams greedy_sampling() {
     SamplingParams p;
@@ -186,6 +191,9 @@ struct BenchReport {
 
   MemoryReport memory;
 
+  // BenchOptions::profile: (M rows, phase times summed over `forwards` forwards)
+  std::vector<std::pair<int, ForwardProfile>> profiles;
+
   // Draft model alone (when given)
   double draft_decode_seconds = 0;  // median 1-row draft forward at the short context
   double c_draft_forward = 0;       // draft_decode_seconds / decode_seconds
@@ -220,6 +228,11 @@ double time_prefill_chunk(Transformer& model, KvCache& cache, int m_rows, int re
 // The verify cost curve at the cache's current size: forwards of M = 1..m_max rows, repeats
 // interleaved over M. Requires cache.size() + m_max <= cache.capacity().
 CostCurve measure_cost_curve(Transformer& model, KvCache& cache, int m_max, int reps, double min_rep_seconds);
+
+// Phase times of forwards of m_rows chain rows at the cache's current size (ForwardProfile),
+// over reps * max(1, min_rep_seconds / t) forwards after one warm-up. Same requirements as
+// measure_cost_curve.
+ForwardProfile profile_forward(Transformer& model, KvCache& cache, int m_rows, int reps, double min_rep_seconds);
 
 // E[tokens](K) for a per-position acceptance rate alpha in [0, 1]: (1 - a^(K+1)) / (1 - a).
 double expected_tokens(double alpha, int k);

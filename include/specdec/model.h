@@ -175,6 +175,19 @@ struct ModelOptions {
   bool repack_weights = true;
 };
 
+// Where a forward's wall time goes (`specdec bench --profile`): nanoseconds per phase, summed
+// over layers and forwards since the struct was zeroed. Phases run one after another on the
+// calling thread (each parallel phase is timed until its last task is done), so with
+// other_ns() (embedding, batch planning, the output norm) they add up to total_ns.
+struct ForwardProfile {
+  enum Phase { kAttnNorm, kQkv, kRopeKv, kAttention, kWo, kFfnNorm, kGateUp, kSwiglu, kDown, kOutput, kPhases };
+  static const char* name(int phase);  // "attn_norm", "qkv", ...
+  int64_t ns[kPhases] = {};
+  int64_t total_ns = 0;
+  int64_t forwards = 0;
+  int64_t other_ns() const;
+};
+
 class Transformer {
  public:
   // Opens and maps the GGUF; validates every tensor's presence, type and shape against the
@@ -206,6 +219,10 @@ class Transformer {
   // tied), valid while the model lives. For heads that score a subset of its rows.
   const WeightMatrix& output_matrix() const;
 
+  // Forwards add their phase times to *profile until set_profile(nullptr) (the default: no
+  // clock reads). Cost: ~25 clock reads per layer.
+  void set_profile(ForwardProfile* profile) { profile_ = profile; }
+
   // Convenience: a fresh cache sized n_ctx (0: the model's context length) of ModelOptions::kv_type.
   KvCache new_cache(int n_ctx = 0) const;
 
@@ -219,6 +236,7 @@ class Transformer {
   std::unique_ptr<Scratch> scratch_;
   std::unique_ptr<ThreadPool> pool_;
   DType kv_type_ = DType::F32;
+  ForwardProfile* profile_ = nullptr;
 };
 
 }  // namespace specdec

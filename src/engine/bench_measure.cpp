@@ -155,6 +155,25 @@ CostCurve measure_cost_curve(Transformer& model, KvCache& cache, int m_max, int 
   return curve;
 }
 
+ForwardProfile profile_forward(Transformer& model, KvCache& cache, int m_rows, int reps, double min_rep_seconds) {
+  check_reps(reps);
+  const int context = cache.size();
+  check_room(cache, context, m_rows, "profile");
+  ForwardJob job = make_job(model, context, m_rows, /*all_logits=*/true);
+  Logits logits;
+  job.calibrate(model, cache, logits, min_rep_seconds);
+  ForwardProfile profile;
+  model.set_profile(&profile);
+  try {
+    for (int r = 0; r < reps; ++r) job.run_once(model, cache, logits);
+  } catch (...) {
+    model.set_profile(nullptr);
+    throw;
+  }
+  model.set_profile(nullptr);
+  return profile;
+}
+
 double expected_tokens(double alpha, int k) {
   if (!(alpha >= 0.0 && alpha <= 1.0)) throw Error("acceptance rate " + std::to_string(alpha) + " outside [0, 1]");
   if (k < 0) throw Error("draft length " + std::to_string(k) + " must be >= 0");

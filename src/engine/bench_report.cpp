@@ -1,4 +1,5 @@
 // engine/bench_report.cpp — the `specdec bench` report as text and as JSON.
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <string>
@@ -152,6 +153,29 @@ nlohmann::json curve_json(const CostCurve& c) {
 
 }  // namespace
 
+// Per-phase µs per forward for each profiled M, and each phase's share of the forward.
+void put_profiles(std::string& out, const BenchReport& r) {
+  if (r.profiles.empty()) return;
+  put(out, "\nprofile: wall time per forward by phase at context %d, µs (share of the forward)\n",
+      r.short_curve.context);
+  put(out, "  %-10s", "phase");
+  for (const auto& [m, p] : r.profiles) put(out, "  %15s", ("M = " + std::to_string(m)).c_str());
+  put(out, "\n");
+  const auto row = [&](const char* name, auto ns_of) {
+    put(out, "  %-10s", name);
+    for (const auto& [m, p] : r.profiles) {
+      const double n = static_cast<double>(std::max<int64_t>(p.forwards, 1));
+      put(out, "  %8.1f (%3.0f%%)", static_cast<double>(ns_of(p)) / n / 1e3,
+          p.total_ns > 0 ? 100.0 * static_cast<double>(ns_of(p)) / static_cast<double>(p.total_ns) : 0.0);
+    }
+    put(out, "\n");
+  };
+  for (int phase = 0; phase < ForwardProfile::kPhases; ++phase)
+    row(ForwardProfile::name(phase), [phase](const ForwardProfile& p) { return p.ns[phase]; });
+  row("other", [](const ForwardProfile& p) { return p.other_ns(); });
+  row("total", [](const ForwardProfile& p) { return p.total_ns; });
+}
+
 std::string bench_report_text(const BenchReport& r) {
   std::string out;
   put(out, "specdec bench: %s%s%s\n", r.model_path.c_str(), r.model_name.empty() ? "" : " ",
@@ -179,6 +203,7 @@ std::string bench_report_text(const BenchReport& r) {
     put(out, "  filling the cache %d -> %d in chunks: %.1f tok/s\n", r.short_curve.context, r.long_curve.context,
         r.fill_tps);
   put_curves(out, r);
+  put_profiles(out, r);
   const MemoryReport& m = r.memory;
   put(out, "\nmemory: peak RSS %.1f MiB (current %.1f) vs mapped file %.1f MiB + KV cache %.1f MiB (%s)", mib(m.peak_rss_bytes),
       mib(m.rss_bytes), mib(m.mapped_file_bytes), mib(m.kv_cache_bytes), m.kv_type.c_str());
@@ -221,6 +246,12 @@ std::string bench_report_json(const BenchReport& r) {
                  {"draft_bytes", m.draft_bytes}, {"ratio", m.ratio()}};
   if (r.draft_decode_seconds > 0)
     j["draft_model"] = {{"seconds_per_token", r.draft_decode_seconds}, {"c_draft", r.c_draft_forward}};
+  for (const auto& [m, p] : r.profiles) {
+    nlohmann::json phases;
+    for (int phase = 0; phase < ForwardProfile::kPhases; ++phase) phases[ForwardProfile::name(phase)] = p.ns[phase];
+    phases["other"] = p.other_ns();
+    j["profile"].push_back({{"rows", m}, {"forwards", p.forwards}, {"total_ns", p.total_ns}, {"phase_ns", phases}});
+  }
   if (!r.end_to_end.drafter.empty()) j["end_to_end"] = end_to_end_json(r.end_to_end);
   if (!r.end_to_end_chain.drafter.empty()) j["end_to_end_chain"] = end_to_end_json(r.end_to_end_chain);
   nlohmann::json sims = nlohmann::json::array();

@@ -252,6 +252,13 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   r.achieved_gbs = static_cast<double>(r.weight_bytes) / r.decode_seconds / 1e9;
   r.prefill_over_decode = r.prefill_tps / r.decode_tps;
   r.decode_min_seconds = r.short_curve.min_seconds[0];
+  if (o.profile) {
+    for (int m : {1, 5, 9}) {
+      if (m > m_max) break;
+      if (log) log("profile of " + std::to_string(m) + "-row forwards");
+      r.profiles.emplace_back(m, profile_forward(*target, cache, m, o.reps, o.min_rep_seconds));
+    }
+  }
 
   // Forced-acceptance loop at the short context (the cache keeps its first short_ctx rows).
   std::vector<double> loop_speedups;  // (alphas * k_max)

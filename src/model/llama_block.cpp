@@ -2,8 +2,10 @@
 #include "model/llama_block.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
+#include "specdec/model.h"
 #include "specdec/thread_pool.h"
 
 namespace specdec {
@@ -28,7 +30,15 @@ void for_rows(ThreadPool* pool, int n_rows, int64_t row_ns, const std::function<
 
 void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::span<const SeqPlan> seqs,
                  std::span<const int> slot, const float* rope_table, int n_rows, float* x, BlockScratch& s,
-                 ThreadPool* pool) {
+                 ThreadPool* pool, ForwardProfile* profile) {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point mark = profile ? Clock::now() : Clock::time_point{};
+  const auto lap = [&](ForwardProfile::Phase phase) {  // the time since the last lap goes to `phase`
+    if (profile == nullptr) return;
+    const Clock::time_point t = Clock::now();
+    profile->ns[phase] += (t - mark).count();
+    mark = t;
+  };
   const size_t n = static_cast<size_t>(n_rows);
   const int q_dim = c.q_dim(), kv_dim = c.kv_dim(), n_embd = c.n_embd, n_ff = c.n_ff, n_rot = c.rope.n_rot;
   float* xn = sized(s.xn, n * n_embd);
@@ -52,8 +62,10 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
               xn + static_cast<size_t>(i) * n_embd);
     }
   });
+  lap(ForwardProfile::kAttnNorm);
   const MatmulOutput qkv[] = {{&lw.wq, q}, {&lw.wk, k}, {&lw.wv, v}};
   matmul_group(qkv, 3, xn, n_rows, pool);
+  lap(ForwardProfile::kQkv);
   for_rows(pool, n_rows, rope_ns, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
       float* qi = q + static_cast<size_t>(i) * q_dim;
@@ -75,6 +87,7 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
                       v + static_cast<size_t>(row) * kv_dim);
     }
   }
+  lap(ForwardProfile::kRopeKv);
   for (const SeqPlan& sp : seqs) {
     const int m = static_cast<int>(sp.rows.size());
     const AttentionRows rows{m, sp.n_visible, sp.extra_begin.data(), sp.extra_slots.data()};
@@ -99,8 +112,10 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
       }
     }
   }
+  lap(ForwardProfile::kAttention);
   matmul(lw.wo, attn, n_rows, proj, pool);
   add_inplace(x, proj, n_rows * n_embd);
+  lap(ForwardProfile::kWo);
 
   for_rows(pool, n_rows, rmsnorm_ns, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
@@ -108,14 +123,18 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
               xn + static_cast<size_t>(i) * n_embd);
     }
   });
+  lap(ForwardProfile::kFfnNorm);
   const MatmulOutput gate_up[] = {{&lw.w_gate, gate}, {&lw.w_up, up}};
   matmul_group(gate_up, 2, xn, n_rows, pool);
+  lap(ForwardProfile::kGateUp);
   // Element-wise, so split over elements (one 1B-shape row alone is ~27 µs of expf).
   for_rows(pool, n_rows * n_ff, kSwigluElementNs, [&](int begin, int end) {
     swiglu(gate + begin, up + begin, end - begin, gate + begin);
   });
+  lap(ForwardProfile::kSwiglu);
   matmul(lw.w_down, gate, n_rows, proj, pool);
   add_inplace(x, proj, n_rows * n_embd);
+  lap(ForwardProfile::kDown);
 }
 
 }  // namespace specdec

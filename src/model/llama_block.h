@@ -14,6 +14,7 @@
 namespace specdec {
 
 class ThreadPool;
+struct ForwardProfile;
 
 // Activations of one block call, grown to the largest batch seen and reused across calls.
 struct BlockScratch {
@@ -50,8 +51,9 @@ constexpr int64_t kMinRowTaskNs = 8000;
 // slot[i] and attends as its SeqPlan says (cache prefix, then extra slots, in that order).
 // Every row's result depends on its own inputs and visible K/V only (batch invariant).
 // Cost: one pass over the block's weights for all rows + attention over the visible keys.
+// profile (may be null): the block's phase times are added to it (ForwardProfile).
 void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::span<const SeqPlan> seqs,
                  std::span<const int> slot, const float* rope_table, int n_rows, float* x, BlockScratch& s,
-                 ThreadPool* pool);
+                 ThreadPool* pool, ForwardProfile* profile = nullptr);
 
 }  // namespace specdec

@@ -5,6 +5,7 @@
 // sequence's cache. Every step computes a row from that row's inputs only, in a fixed order,
 // so a row's logits never depend on the batch around it (see specdec/kernels.h).
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -85,6 +86,7 @@ void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, 
   if (n_rows == 0) return;
 
   for (const SeqPlan& sp : plan.seqs) sp.cache->append(static_cast<int>(sp.rows.size()));
+  const auto started = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   try {
     const size_t n = static_cast<size_t>(n_rows);
     const int n_embd = c.n_embd;
@@ -104,7 +106,7 @@ void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, 
 
     for (int l = 0; l < c.n_layers; ++l) {
       llama_block(weights_->layers[static_cast<size_t>(l)], c, l, plan.seqs, plan.slot, rope_table, n_rows, x, s.block,
-                  pool);
+                  pool, profile_);
       for (size_t j = 0; j < n_layer_feats && n_feat > 0; ++j) {
         if (features->layers[j] != l) continue;
         for (int r = 0; r < n_feat; ++r) {  // residual stream after block l: (n_feat, layers, n_embd)
@@ -124,12 +126,30 @@ void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, 
         rmsnorm(x + static_cast<size_t>(plan.logit_rows[r]) * n_embd, weights_->output_norm.data(), n_embd,
                 c.rms_eps, final_x + static_cast<size_t>(r) * n_embd);
       }
+      const auto head_started = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       matmul(weights_->output, final_x, n_out, out.data.data(), pool);
+      if (profile_) profile_->ns[ForwardProfile::kOutput] += (std::chrono::steady_clock::now() - head_started).count();
+    }
+    if (profile_) {
+      profile_->total_ns += (std::chrono::steady_clock::now() - started).count();
+      ++profile_->forwards;
     }
   } catch (...) {
     for (const SeqPlan& sp : plan.seqs) sp.cache->truncate(sp.n_prefix);
     throw;
   }
+}
+
+const char* ForwardProfile::name(int phase) {
+  static const char* const kNames[kPhases] = {"attn_norm", "qkv",      "rope_kv", "attention", "wo",
+                                               "ffn_norm",  "gate_up", "swiglu",  "down",      "output"};
+  return phase >= 0 && phase < kPhases ? kNames[phase] : "?";
+}
+
+int64_t ForwardProfile::other_ns() const {
+  int64_t phases = 0;
+  for (int64_t v : ns) phases += v;
+  return total_ns - phases;
 }
 
 void Transformer::embed(Token token, float* dst) const {

@@ -153,6 +153,41 @@ TEST(BenchMeasure, CostCurveAndForcedLoopOnARandomModel) {
   EXPECT_THROW(time_forward(*model, cache, 0, 1, 0, 0.0), Error);  // zero repeats
 }
 
+// --profile: the phases of a forward add up (with "other") to its time, every phase of a
+// layer is seen, profiling changes no logit, and the cache is left as it was.
+TEST(BenchMeasure, ProfileSplitsAForwardIntoItsPhases) {
+  testing::TinyModelSpec spec;
+  const std::string path = testing::make_random_llama("bench-profile.gguf", spec);
+  ModelOptions mo;
+  mo.n_threads = 2;
+  auto model = Transformer::load(path, mo);
+  KvCache cache = model->new_cache(64);
+  Batch batch;
+  for (int i = 0; i < 6; ++i) batch.add(3 + i, i, i - 1, 0, true);
+  Logits plain, profiled;
+  KvCache* caches[] = {&cache};
+  model->forward(batch, caches, plain);
+  cache.truncate(0);
+  ForwardProfile direct;
+  model->set_profile(&direct);
+  model->forward(batch, caches, profiled);
+  model->set_profile(nullptr);
+  EXPECT_EQ(plain.data, profiled.data);
+  EXPECT_EQ(direct.forwards, 1);
+  for (int phase = 0; phase < ForwardProfile::kPhases; ++phase)
+    EXPECT_GT(direct.ns[phase], 0) << ForwardProfile::name(phase);
+  EXPECT_GE(direct.other_ns(), 0);
+  cache.truncate(4);
+  const ForwardProfile p = profile_forward(*model, cache, 5, 3, 0.0);
+  EXPECT_EQ(cache.size(), 4);
+  EXPECT_GE(p.forwards, 3);
+  EXPECT_GE(p.other_ns(), 0);  // the phases lie inside the forwards' time
+  EXPECT_GT(p.total_ns, 0);
+  EXPECT_GT(p.ns[ForwardProfile::kGateUp], 0);
+  EXPECT_STREQ(ForwardProfile::name(ForwardProfile::kAttention), "attention");
+  EXPECT_THROW(profile_forward(*model, cache, 61, 1, 0.0), Error);  // past capacity
+}
+
 TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
   BenchOptions o = tiny_options(model);
