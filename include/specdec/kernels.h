@@ -36,11 +36,11 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 // A weight matrix in GGUF layout: n_out rows of n_in values, each row `row_bytes` apart.
 // How a matrix's bytes are arranged in memory.
 //  - RowMajor: n_out rows of row_bytes, as in the GGUF file (every type, every ISA).
-//  - Q8_0Tiles8: a Q8_0 matrix repacked for the AVX2 kernel (repack_rows below): tiles of 8
+//  - Q8_0Tiles8: a Q8_0 matrix repacked for the SIMD kernels (repack_rows below): tiles of 8
 //    rows whose blocks are stored already transposed, so the kernel loads them with aligned
 //    vector loads instead of transposing them in registers on every call. row_bytes is still
 //    the row-major row size.
-//  - Chunks16Tiles8: the same idea for the super-block types Q4_K, Q5_K and Q6_K on AVX2: each
+//  - Chunks16Tiles8: the same idea for the super-block types Q4_K, Q5_K and Q6_K: each
 //    16-byte chunk of 8 rows' blocks stored transposed (layouts in src/kernels/matmul_internal.h).
 enum class WeightLayout { RowMajor = 0, Q8_0Tiles8 = 1, Chunks16Tiles8 = 2 };
 
@@ -55,7 +55,8 @@ struct WeightMatrix {
 
 // ---- repacked weights (src/kernels/repack.cpp)
 // Bytes of w's repacked copy for the active ISA, or 0 when w keeps its file layout there (today
-// Q8_0, Q4_K, Q5_K and Q6_K on the AVX2 path have one; AVX-512 reads every type in place, and
+// Q8_0, Q4_K, Q5_K and Q6_K on the AVX2 and AVX-512 paths have one (AVX-512 reads a 16-row
+// tile as two stored 8-row tiles); the scalar path reads every type in place; and
 // 0 for a matrix that is already repacked).
 size_t repacked_bytes(const WeightMatrix& w);
 // Rows of the repacked layout written together (repack_rows' o_begin is a multiple of this).

@@ -132,7 +132,7 @@ bool needs_row_major_copy(const WeightMatrix& w) {
   if (!known || w.row_bytes != dtype_row_bytes(w.type, w.n_in))
     throw Error("matmul: bad repacked matrix (layout " + std::to_string(static_cast<int>(w.layout)) + ", type " +
                 dtype_name(w.type) + ")");
-  return active_isa() != Isa::Avx2;
+  return active_isa() == Isa::Scalar;  // AVX2 and AVX-512 read both layouts
 }
 
 void matmul_row_major_copy(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool) {

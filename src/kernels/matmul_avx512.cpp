@@ -147,8 +147,10 @@ void float_range(const RangeJob& job) {
 }
 
 // Quantized weights: Q8_0, Q4_K and Q6_K on the AVX-512 tiles (16 weight rows per tile), every
-// other quantized type on the AVX2 tiles (8 rows per tile). Both read the blocks in place and
-// compute the same formulas, so every quantized type gives the AVX2 path's bits here. (An
+// other quantized type on the AVX2 tiles (8 rows per tile). Both read the blocks in place or,
+// for a matrix repacked at load (Q8_0, Q4_K, Q5_K, Q6_K), the stored transposed 8-row tiles
+// (two per AVX-512 tile), and compute the same formulas, so every quantized type gives the
+// AVX2 path's bits here. (An
 // unpacked-row VNNI path for the other types was 1.3-2.1x slower at M = 1 and slower at every M
 // measured on a 16-core Sapphire Rapids: docs/BENCHMARKS.md section 15.)
 void quant_range(const RangeJob& job) {

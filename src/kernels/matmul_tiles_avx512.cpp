@@ -1,5 +1,6 @@
-// AVX-512 VNNI matmul kernels that read quantized weight blocks in place (no unpacked copy),
-// for Q8_0, Q4_K and Q6_K. Compiled with the AVX-512 flags; reached only through
+// AVX-512 VNNI matmul kernels for Q8_0, Q4_K and Q6_K that read the quantized weight blocks in
+// place (no unpacked copy), or the AVX2 path's repacked layouts (two stored 8-row tiles per
+// 16-row tile: the same vectors without the in-register transposes). Compiled with the AVX-512 flags; reached only through
 // matmul_range_avx512. Only raw pointers cross this file's boundary.
 //
 // Layout: a tile is 16 weight rows, one per vector lane. For each block of 32 weight values the
@@ -96,6 +97,81 @@ inline __m512 gather_half(const Tile& t, int64_t off, int shift) {
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
 }
 
+// ---- The same accessors over the AVX2 path's repacked layouts (matmul_internal.h), which
+// store the transposed vectors of 8-row tiles: a 16-row tile is two consecutive 8-row tiles
+// (lanes 0-7 and 8-15), so each transposed vector is two aligned 32-byte loads and one insert
+// instead of four 16-byte loads, three inserts and two unpack stages. Offsets passed in are
+// the file's (b * 34 + ... or s * kBlock + ...), as for the in-place Tile.
+inline __m512i join_halves(const uint8_t* lo, const uint8_t* hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(lo))),
+                            _mm256_load_si256(reinterpret_cast<const __m256i*>(hi)), 1);
+}
+
+inline __m512 halves16(const uint8_t* lo, const uint8_t* hi) {  // 8 binary16 at lo, 8 at hi
+  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lo))),
+                                            _mm_load_si128(reinterpret_cast<const __m128i*>(hi)), 1);
+  return _mm512_cvtph_ps(h);
+}
+
+// A Q8_0Tiles8 matrix: rows 0-7 at lo, rows 8-15 at hi (= lo past n_out: lanes 8-15 unused).
+// The next 16 rows (contiguous after hi) are prefetched as the in-place Tile does: spread
+// over the tile's block iterations, into the outer caches.
+struct Q8PairTile {
+  const uint8_t* lo = nullptr;
+  const uint8_t* hi = nullptr;
+  const uint8_t* next = nullptr;
+  int64_t step_bytes = 0;  // bytes of the next 16 rows prefetched per block iteration
+};
+
+template <typename PairTile>
+inline void prefetch_next(const PairTile& t, int64_t step) {
+  const char* p = reinterpret_cast<const char*>(t.next + step * t.step_bytes);
+  for (int64_t i = 0; i < t.step_bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T2);
+}
+
+// off = b * 34 + 2 + 16 h: vectors 4h..4h+3 of block b.
+inline void load_transposed16(const Q8PairTile& t, int64_t off, __m512i* y) {
+  const int64_t b = off / 34, h = (off - 34 * b - 2) / 16;
+  const int64_t at = (b / 2) * kQ8PairBytes + 32 + (b % 2) * 256 + 128 * h;
+  #pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) y[k] = join_halves(t.lo + at + 32 * k, t.hi + at + 32 * k);
+}
+
+// off = b * 34, shift 0: block b's 16 scales.
+inline __m512 gather_half(const Q8PairTile& t, int64_t off, int /*shift*/) {
+  const int64_t b = off / 34, at = (b / 2) * kQ8PairBytes + (b % 2) * 16;
+  return halves16(t.lo + at, t.hi + at);
+}
+
+// A Chunks16Tiles8 matrix (Q4_K, Q6_K) with kBlock-byte super-blocks.
+template <int64_t kBlock>
+struct ChunkPairTile {
+  static constexpr int64_t kStride = chunk16_block_bytes(kBlock);  // bytes per super-block
+  static constexpr int64_t kChunks = kBlock / 16;
+  const uint8_t* lo = nullptr;
+  const uint8_t* hi = nullptr;
+  const uint8_t* next = nullptr;  // as Q8PairTile
+  int64_t step_bytes = 0;
+};
+
+// off: a multiple of 16 below 16 * kChunks within its super-block.
+template <int64_t kBlock>
+inline void load_transposed16(const ChunkPairTile<kBlock>& t, int64_t off, __m512i* y) {
+  const int64_t s = off / kBlock, c = (off - s * kBlock) / 16;
+  const int64_t at = s * ChunkPairTile<kBlock>::kStride + 128 * c;
+  #pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) y[k] = join_halves(t.lo + at + 32 * k, t.hi + at + 32 * k);
+}
+
+// The binary16 value at byte off + shift / 8 of every row, which must lie in the tail.
+template <int64_t kBlock>
+inline __m512 gather_half(const ChunkPairTile<kBlock>& t, int64_t off, int shift) {
+  using T = ChunkPairTile<kBlock>;
+  const int64_t s = off / kBlock, u = (off - s * kBlock + shift / 8 - 16 * T::kChunks) / 2;
+  const int64_t at = s * T::kStride + 128 * T::kChunks + 16 * u;
+  return halves16(t.lo + at, t.hi + at);
+}
+
 // acc += dot4(w (u8), the 4 int8 values at a broadcast to every lane). The activations are
 // an embedded-broadcast memory operand (GCC does not fold the broadcast into vpdpbusd itself).
 inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* a) {
@@ -132,7 +208,8 @@ void store_outputs(const __m512* acc, const RowBlock& rb, float* y, int64_t n_ou
 }
 
 // ---- Q8_0: blocks of 34 bytes (binary16 d, 32 int8 q)
-void q8_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m512* acc) {
+template <typename TileT>
+void q8_0_tile(const TileT& t, int64_t n_blocks, const RowBlock& rb, __m512* acc) {
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int64_t off = b * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
@@ -154,7 +231,8 @@ void q8_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m512* acc)
 // ---- Q4_K: super-blocks of 144 bytes: d, dmin (binary16), 12 bytes of packed 6-bit scales and
 // mins for 8 sub-blocks of 32, 128 bytes of nibbles (per 64 values: 32 low nibbles, then the
 // 32 high nibbles of the same bytes).
-void q4_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) {
+template <typename TileT>
+void q4_k_tile(const TileT& t, int64_t n_super, const RowBlock& rb, __m512* acc) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ4_K));
@@ -201,7 +279,8 @@ void q4_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) 
 // scales (one per 16 values), binary16 d. Per 128 values n: value l (l < 32) is ql[64n + l] low
 // nibble | (qh[32n + l] bits 0-1) << 4; l + 32: ql[64n + 32 + l] low | qh bits 2-3; l + 64:
 // ql[64n + l] high | qh bits 4-5; l + 96: ql[64n + 32 + l] high | qh bits 6-7; minus 32.
-void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) {
+template <typename TileT>
+void q6_k_tile(const TileT& t, int64_t n_super, const RowBlock& rb, __m512* acc) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ6_K));
@@ -255,10 +334,51 @@ void q6_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) 
 
 }  // namespace
 
+namespace {
+
+// A repacked matrix (the AVX2 path's layouts): 16-row tiles as pairs of stored 8-row tiles.
+// job.o_begin is a multiple of 16 (matmul's chunks), so a tile's halves are whole 8-row tiles.
+template <typename TileT, typename TileFn>
+void pair_tiles(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileFn tile_fn) {
+  const WeightMatrix& w = *job.w;
+  __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
+  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
+    const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
+    TileT t;
+    t.lo = static_cast<const uint8_t*>(w.data) + (o0 / 8) * tile8_bytes;
+    t.hi = o0 + 8 < w.n_out ? t.lo + tile8_bytes : t.lo;  // no rows 8-15: read rows 0-7 again
+    t.next = t.lo + 2 * tile8_bytes;                       // past the matrix: harmless
+    t.step_bytes = 64 * ((2 * tile8_bytes / 64 + n_steps - 1) / n_steps);
+    for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
+      const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
+      for (int r = 0; r < rb.R; ++r) acc[r] = _mm512_setzero_ps();
+      tile_fn(t, n_steps, rb, acc);
+      store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
+    }
+  }
+}
+
+}  // namespace
+
 bool matmul_range_tiled_avx512(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const DType type = w.type;
   if (type != DType::Q8_0 && type != DType::Q4_K && type != DType::Q6_K) return false;
+  if (w.layout == WeightLayout::Q8_0Tiles8) {
+    pair_tiles<Q8PairTile>(job, q8_tile_bytes(w.n_in), w.n_in / 32, q8_0_tile<Q8PairTile>);
+    return true;
+  }
+  if (w.layout == WeightLayout::Chunks16Tiles8) {
+    constexpr int64_t kQ4K = sizeof(quant::BlockQ4_K), kQ6K = sizeof(quant::BlockQ6_K);
+    if (type == DType::Q4_K) {
+      pair_tiles<ChunkPairTile<kQ4K>>(job, w.n_in / 256 * ChunkPairTile<kQ4K>::kStride, w.n_in / 256,
+                                      q4_k_tile<ChunkPairTile<kQ4K>>);
+    } else {
+      pair_tiles<ChunkPairTile<kQ6K>>(job, w.n_in / 256 * ChunkPairTile<kQ6K>::kStride, w.n_in / 256,
+                                      q6_k_tile<ChunkPairTile<kQ6K>>);
+    }
+    return true;
+  }
   __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);

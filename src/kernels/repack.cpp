@@ -24,7 +24,7 @@ constexpr int64_t kQ8BlockBytes = 34;  // binary16 d, 32 int8 q
 
 // The layout w (RowMajor) gets on the active ISA; RowMajor when none.
 WeightLayout target_layout(const WeightMatrix& w) {
-  if (w.layout != WeightLayout::RowMajor || active_isa() != Isa::Avx2 || w.n_in <= 0 || w.n_out <= 0) return WeightLayout::RowMajor;
+  if (w.layout != WeightLayout::RowMajor || active_isa() == Isa::Scalar || w.n_in <= 0 || w.n_out <= 0) return WeightLayout::RowMajor;
   switch (w.type) {
     case DType::Q8_0: return w.n_in % 32 == 0 ? WeightLayout::Q8_0Tiles8 : WeightLayout::RowMajor;
     case DType::Q4_K:

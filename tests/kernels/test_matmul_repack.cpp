@@ -1,5 +1,5 @@
-// Repacked weights (repack_rows: Q8_0Tiles8, Chunks16Tiles8): the AVX2 kernels over the repacked
-// copy gives bit for bit the in-place kernel's outputs for every M, odd shapes (a partial last
+// Repacked weights (repack_rows: Q8_0Tiles8, Chunks16Tiles8): the AVX2 and AVX-512 kernels over
+// the repacked copy give bit for bit the in-place kernel's outputs for every M, odd shapes (a partial last
 // tile, an odd block count) and thread counts; copy_weight_row restores every row; a repacked
 // matrix used on another ISA falls back to row-major order with that ISA's bits; and only the
 // types and ISAs that have a repacked layout are repacked. Random data, seed printed
@@ -40,7 +40,7 @@ struct FreeDeleter {
   void operator()(uint8_t* p) const { std::free(p); }
 };
 
-// The types with a repacked layout on AVX2.
+// The types with a repacked layout on AVX2 and AVX-512.
 const DType kRepackedTypes[] = {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 bool is_k_quant(DType type) { return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K; }
@@ -49,7 +49,7 @@ WeightLayout expected_layout(DType type) {
   return type == DType::Q8_0 ? WeightLayout::Q8_0Tiles8 : WeightLayout::Chunks16Tiles8;
 }
 
-// A matrix and its repacked copy (made while AVX2 is active).
+// A matrix and its repacked copy (made while the tested path is active).
 struct RepackedProblem {
   std::vector<uint8_t> data;  // (n_out, row_bytes)
   WeightMatrix w;             // row-major view of data
@@ -83,17 +83,18 @@ std::vector<float> run(const WeightMatrix& w, const std::vector<float>& x, int M
   return y;
 }
 
-// Tests of the repacked layouts: skipped without AVX2 (they are never used there); AVX2 active.
-class RepackAvx2 : public ::testing::Test {
+// Tests of the repacked layouts on each SIMD path that reads them (AVX2: 8-row tiles; AVX-512:
+// 16-row tiles made of two stored 8-row tiles), that path active; skipped where the CPU lacks it.
+class Repack : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (!supports(Isa::Avx2)) GTEST_SKIP() << "this CPU has no AVX2: the repacked layouts are never used";
-    set_active_isa(Isa::Avx2);
+    if (!supports(GetParam())) GTEST_SKIP() << "this CPU has no " << isa_name(GetParam()) << ": nothing to test there";
+    set_active_isa(GetParam());
   }
   IsaGuard guard_;
 };
 
-TEST_F(RepackAvx2, TilesGiveTheInPlaceBitsForEveryM) {
+TEST_P(Repack, TilesGiveTheInPlaceBitsForEveryM) {
   Rng rng(testing::test_seed("repacked vs in place"));
   ThreadPool pool(2);
   // {n_out, n_in}: partial last tiles (1, 13, 37 rows), odd block counts of 32 (n_in / 32 = 1,
@@ -117,7 +118,7 @@ TEST_F(RepackAvx2, TilesGiveTheInPlaceBitsForEveryM) {
   }
 }
 
-TEST_F(RepackAvx2, ChunkedRepackEqualsOneCallAndRowsCopyBack) {
+TEST_P(Repack, ChunkedRepackEqualsOneCallAndRowsCopyBack) {
   Rng rng(testing::test_seed("repack chunks"));
   for (DType type : kRepackedTypes) {
     const int64_t n_in = is_k_quant(type) ? 512 : 160;
@@ -140,10 +141,10 @@ TEST_F(RepackAvx2, ChunkedRepackEqualsOneCallAndRowsCopyBack) {
 
 // Tests switch ISAs after a model is loaded: a matrix repacked for AVX2 still gives, on every
 // other path, that path's row-major result (and matmul_reference its reference).
-TEST_F(RepackAvx2, RepackedMatrixOnAnotherIsaGivesThatIsasBits) {
+TEST_P(Repack, RepackedMatrixOnAnotherIsaGivesThatIsasBits) {
   Rng rng(testing::test_seed("repacked on other isas"));
   for (DType type : kRepackedTypes) {
-    set_active_isa(Isa::Avx2);
+    set_active_isa(GetParam());
     const int64_t n_in = is_k_quant(type) ? 256 : 224;  // 7 blocks of 32: an odd pair count
     const RepackedProblem p = make_repacked(type, 21, n_in, 16, rng);
     for (Isa isa : supported_isas()) {
@@ -178,9 +179,9 @@ TEST(Repack, OnlyTypesAndIsasWithALayoutAndWholeTiles) {
     EXPECT_EQ(repacked_bytes(w2k), 0u) << isa_name(isa);  // Q2_K has no repacked layout
     EXPECT_THROW(repack_rows(w2k, 0, 16, dst.data()), Error);
     // Q6_K: 2 tiles x (13 chunks x 128 + the tail of 8 binary16 d padded to 32) on AVX2
-    EXPECT_EQ(repacked_bytes(w6k), isa == Isa::Avx2 ? 2u * 1696u : 0u) << isa_name(isa);
+    EXPECT_EQ(repacked_bytes(w6k), isa != Isa::Scalar ? 2u * 1696u : 0u) << isa_name(isa);
     EXPECT_EQ(repacked_bytes(w51), 0u) << isa_name(isa);  // the legacy types are read in place
-    if (isa == Isa::Avx2) {
+    if (isa != Isa::Scalar) {
       EXPECT_EQ(repacked_bytes(w8), 2u * 544u);  // 2 tiles x 1 pair of blocks
       EXPECT_THROW(repack_rows(w8, 4, 16, dst.data()), Error);   // not a tile boundary
       EXPECT_THROW(repack_rows(w8, 0, 12, dst.data()), Error);   // ends inside a tile
@@ -194,6 +195,9 @@ TEST(Repack, OnlyTypesAndIsasWithALayoutAndWholeTiles) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(SimdPaths, Repack, ::testing::Values(Isa::Avx2, Isa::Avx512),
+                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
 
 }  // namespace
 }  // namespace specdec
