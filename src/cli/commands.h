@@ -1,13 +1,18 @@
 // cli/commands.h — subcommands of the `specdec` program register themselves here.
 //
-// Each src/cli/cmd_<name>.cpp (and src/server/) defines a setup function that adds a CLI11
-// subcommand and its callback, and registers it with a file-scope SPECDEC_COMMAND(...).
-// Callbacks throw specdec::Error for user errors; main() prints them and exits 1.
+// Each src/cli/cmd_<name>.cpp defines a setup function that adds a CLI11 subcommand and its
+// callback, and registers it with a file-scope SPECDEC_COMMAND(...). Callbacks throw
+// specdec::Error for user errors; main() prints them and exits 1.
+//
+// `serve` is the exception: the HTTP server (src/server/) is a separate program, specdec-server,
+// built next to specdec so that specdec does not link cpp-httplib/OpenSSL. `specdec serve ARGS`
+// execs it with ARGS unchanged (cmd_serve.cpp).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace specdec::cli {
@@ -24,6 +29,11 @@ struct CommandRegistrar {
     command_registry().push_back({name, std::move(setup)});
   }
 };
+
+// Replaces this process with `<directory of this program>/specdec-server ARGS` (execv: same PID,
+// streams, exit status). Returns only by throwing specdec::Error (naming the path and errno text)
+// when the program cannot be run.
+void exec_server(const std::vector<std::string>& args);
 
 }  // namespace specdec::cli
 

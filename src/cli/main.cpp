@@ -1,7 +1,10 @@
-// The `specdec` program: subcommands registered by src/cli/cmd_*.cpp and src/server/.
+// The `specdec` program: subcommands registered by src/cli/cmd_*.cpp. `specdec serve ARGS` runs
+// the HTTP server, a separate program (build/specdec-server, src/server/) that this one execs with
+// ARGS unchanged, so that specdec itself does not load cpp-httplib, libssl and libcrypto.
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/commands.h"
@@ -17,6 +20,16 @@ std::vector<CommandEntry>& command_registry() {
 }  // namespace specdec::cli
 
 int main(int argc, char** argv) {
+  // `serve`: before any parsing, so the server gets exactly the words it was given (its own
+  // --help, `-md`, `--`); exec_server returns only when specdec-server cannot be run.
+  if (argc >= 2 && std::string_view(argv[1]) == "serve") {
+    try {
+      specdec::cli::exec_server(std::vector<std::string>(argv + 2, argv + argc));
+    } catch (const specdec::Error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+    }
+    return 1;
+  }
   CLI::App app{"specdec: speculative decoding inference engine for GGUF models"};
   app.require_subcommand(1);
   auto& registry = specdec::cli::command_registry();

@@ -1,12 +1,18 @@
-// `specdec serve`: the OpenAI-compatible HTTP server (see http_server.h, scheduler.h).
+// server/server_main.cpp — the `specdec-server` program: the OpenAI-compatible HTTP server (see
+// http_server.h, scheduler.h). `specdec serve ARGS` execs it with ARGS (src/cli/cmd_serve.cpp);
+// it is a program of its own so that only it links cpp-httplib (and libssl, libcrypto, ...).
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 #include <thread>
+#include <vector>
 
-#include "cli/commands.h"
+#include <CLI/CLI.hpp>
+
 #include "cli/options.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -111,9 +117,8 @@ void run_serve(ServeArgs& args) {
   signal_thread.join();
 }
 
-void setup_serve(CLI::App& app) {
+void setup_serve(CLI::App* cmd) {
   auto args = std::make_shared<ServeArgs>();
-  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with speculative decoding");
   args->engine.add_to(cmd);
   cmd->add_option("--host", args->http.host, "address to bind (default 127.0.0.1, loopback only)");
   cmd->add_option("--port", args->http.port, "port (0: any free port, printed at start)");
@@ -137,6 +142,27 @@ void setup_serve(CLI::App& app) {
 
 }  // namespace
 
-SPECDEC_COMMAND("serve", setup_serve);
-
 }  // namespace specdec::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"OpenAI-compatible HTTP server with speculative decoding (also run as `specdec serve`)",
+               "specdec-server"};
+  specdec::cli::setup_serve(&app);
+  // As in `specdec` (src/cli/main.cpp): llama.cpp's `-md` for the draft model.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (auto& a : args)
+    if (a == "-md") a = "--model-draft";
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const specdec::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
