@@ -16,4 +16,23 @@ class ThreadPool;
 // Cost: about passes * bytes / bandwidth seconds (roughly 0.1 s per GiB-pass), plus the fill.
 double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t{1} << 30, int passes = 5);
 
+// The same probe, kept allocated so that single passes can be interleaved with other timings
+// (`specdec bench` pairs probe passes with decode repeats on a machine whose bandwidth varies).
+// The constructor allocates and first-touches the buffer (same requirements and errors as
+// above); pass() runs one pass and returns its GB/s. Not thread-safe; the pool must outlive it.
+class ReadBandwidthProbe {
+ public:
+  ReadBandwidthProbe(ThreadPool& pool, size_t bytes);
+  ~ReadBandwidthProbe();
+  ReadBandwidthProbe(const ReadBandwidthProbe&) = delete;
+  ReadBandwidthProbe& operator=(const ReadBandwidthProbe&) = delete;
+  double pass();
+  size_t bytes() const { return total_; }
+
+ private:
+  ThreadPool& pool_;
+  size_t slice_ = 0, total_ = 0;  // bytes per thread, in all
+  unsigned char* buffer_ = nullptr;
+};
+
 }  // namespace specdec

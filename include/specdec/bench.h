@@ -23,6 +23,7 @@ namespace specdec {
 
 class Transformer;
 class KvCache;
+class ReadBandwidthProbe;
 
 struct BenchOptions {
   // The target, its threads, and (for the end-to-end part) the drafter. engine.model_path is
@@ -181,6 +182,11 @@ struct BenchReport {
   double achieved_gbs = 0;          // weight_bytes / decode_seconds / 1e9
   double bandwidth_gbs = 0;         // measured probe (0: skipped)
   double bandwidth_ratio = 0;       // achieved / measured
+  // The probe's passes interleaved with 1-row forward repeats (pass, repeat, pass, ...), each
+  // repeat's GB/s over the pass just before it: on a machine whose bandwidth moves between runs
+  // (other tenants) the ratio of figures taken seconds apart. Medians over the pairs.
+  int paired_count = 0;             // 0: skipped (no probe)
+  double paired_ratio = 0, paired_decode_gbs = 0, paired_probe_gbs = 0;
 
   // Cost curves and prefill
   CostCurve short_curve, long_curve;
@@ -228,6 +234,16 @@ double time_prefill_chunk(Transformer& model, KvCache& cache, int m_rows, int re
 // The verify cost curve at the cache's current size: forwards of M = 1..m_max rows, repeats
 // interleaved over M. Requires cache.size() + m_max <= cache.capacity().
 CostCurve measure_cost_curve(Transformer& model, KvCache& cache, int m_max, int reps, double min_rep_seconds);
+
+// A probe pass, then a 1-row forward repeat at the cache's current size, `pairs` times; each
+// repeat's achieved GB/s (model.weight_bytes() per forward) over that pass's. Medians over the
+// pairs. Requires pairs >= 1 and room for one row in the cache (left as it was).
+struct PairedBandwidth {
+  int pairs = 0;
+  double ratio = 0, decode_gbs = 0, probe_gbs = 0;
+};
+PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, ReadBandwidthProbe& probe, int pairs,
+                                         double min_rep_seconds);
 
 // Phase times of forwards of m_rows chain rows at the cache's current size (ForwardProfile),
 // over reps * max(1, min_rep_seconds / t) forwards after one warm-up. Same requirements as

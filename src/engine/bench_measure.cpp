@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "specdec/bandwidth.h"
 #include "specdec/bench.h"
 #include "specdec/error.h"
 #include "specdec/model.h"
@@ -153,6 +154,30 @@ CostCurve measure_cost_curve(Transformer& model, KvCache& cache, int m_max, int 
   }
   curve.cost[0] = curve.min_cost[0] = 1.0;
   return curve;
+}
+
+PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, ReadBandwidthProbe& probe, int pairs,
+                                         double min_rep_seconds) {
+  if (pairs < 1) throw Error("bench: paired bandwidth needs >= 1 pair (got " + std::to_string(pairs) + ")");
+  const int context = cache.size();
+  check_room(cache, context, 1, "paired bandwidth");
+  ForwardJob job = make_job(model, context, 1, /*all_logits=*/true);
+  Logits logits;
+  job.calibrate(model, cache, logits, min_rep_seconds);
+  std::vector<double> ratios, decode_gbs, probe_gbs;  // (pairs)
+  for (int i = 0; i < pairs; ++i) {
+    const double pass_gbs = probe.pass();
+    const double gbs = static_cast<double>(model.weight_bytes()) / job.run_once(model, cache, logits) / 1e9;
+    probe_gbs.push_back(pass_gbs);
+    decode_gbs.push_back(gbs);
+    ratios.push_back(pass_gbs > 0 ? gbs / pass_gbs : 0.0);
+  }
+  PairedBandwidth p;
+  p.pairs = pairs;
+  p.ratio = median(ratios);
+  p.decode_gbs = median(decode_gbs);
+  p.probe_gbs = median(probe_gbs);
+  return p;
 }
 
 ForwardProfile profile_forward(Transformer& model, KvCache& cache, int m_rows, int reps, double min_rep_seconds) {

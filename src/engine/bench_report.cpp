@@ -195,6 +195,9 @@ std::string bench_report_text(const BenchReport& r) {
         r.bandwidth_ratio);
   else
     put(out, "  read bandwidth probe skipped\n");
+  if (r.paired_count > 0)
+    put(out, "  paired (probe pass, then a decode repeat; %d pairs): median ratio %.3f (decode %.2f GB/s, probe %.2f GB/s)\n",
+        r.paired_count, r.paired_ratio, r.paired_decode_gbs, r.paired_probe_gbs);
   if (!r.long_curve.empty())
     put(out, "decode at context %d: %.2f tok/s\n", r.long_curve.context, r.decode_tps_long);
   put(out, "prefill (%d-token chunk from position 0): %.1f tok/s = %.2fx decode\n", r.prefill_chunk, r.prefill_tps,
@@ -236,6 +239,11 @@ std::string bench_report_json(const BenchReport& r) {
                  {"min_seconds_per_token", r.decode_min_seconds},
                  {"achieved_gbs", r.achieved_gbs},        {"bandwidth_gbs", r.bandwidth_gbs},
                  {"bandwidth_ratio", r.bandwidth_ratio}};
+  if (r.paired_count > 0)
+    j["decode"]["bandwidth_paired"] = {{"pairs", r.paired_count},
+                                       {"ratio", r.paired_ratio},
+                                       {"decode_gbs", r.paired_decode_gbs},
+                                       {"probe_gbs", r.paired_probe_gbs}};
   j["prefill"] = {{"chunk", r.prefill_chunk}, {"tokens_per_second", r.prefill_tps},
                   {"over_decode", r.prefill_over_decode}, {"fill_tokens_per_second", r.fill_tps}};
   j["cost_curve"] = {{"short", curve_json(r.short_curve)}};

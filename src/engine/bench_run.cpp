@@ -342,8 +342,15 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   if (o.bandwidth_bytes > 0) {
     if (log) log("read bandwidth probe: " + std::to_string(o.bandwidth_bytes >> 20) + " MiB x " +
                  std::to_string(o.bandwidth_passes) + " passes");
-    r.bandwidth_gbs = measure_read_bandwidth_gbs(target->pool(), o.bandwidth_bytes, o.bandwidth_passes);
+    ReadBandwidthProbe probe(target->pool(), o.bandwidth_bytes);
+    for (int pass = 0; pass < o.bandwidth_passes; ++pass) r.bandwidth_gbs = std::max(r.bandwidth_gbs, probe.pass());
     r.bandwidth_ratio = r.achieved_gbs / r.bandwidth_gbs;
+    if (log) log("read bandwidth probe passes paired with decode repeats");
+    const PairedBandwidth paired = measure_paired_bandwidth(*target, cache, probe, std::max(o.reps, 5), o.min_rep_seconds);
+    r.paired_count = paired.pairs;
+    r.paired_ratio = paired.ratio;
+    r.paired_decode_gbs = paired.decode_gbs;
+    r.paired_probe_gbs = paired.probe_gbs;
   }
   draft.reset();
   cache = KvCache(cfg, 1);

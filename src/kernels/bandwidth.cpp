@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,45 +34,51 @@ namespace {
 
 constexpr size_t kSliceAlign = 4096;
 
-struct FreeDeleter {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
-
 }  // namespace
 
-double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int passes) {
-  using namespace bandwidth_detail;
+ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, size_t bytes) : pool_(pool) {
   if (bytes < (size_t{1} << 20)) throw Error("bandwidth probe: " + std::to_string(bytes) + " bytes is below 1 MiB");
-  if (passes < 1) throw Error("bandwidth probe: passes = " + std::to_string(passes) + " (need >= 1)");
   const int n_threads = pool.size();
-  const size_t slice = bytes / static_cast<size_t>(n_threads) / kSliceAlign * kSliceAlign;  // per thread
-  const size_t total = slice * static_cast<size_t>(n_threads);
-  std::unique_ptr<uint8_t, FreeDeleter> buffer(static_cast<uint8_t*>(std::aligned_alloc(kSliceAlign, total)));
-  if (!buffer) throw Error("bandwidth probe: cannot allocate " + std::to_string(total) + " bytes");
-  uint8_t* base = buffer.get();
+  slice_ = bytes / static_cast<size_t>(n_threads) / kSliceAlign * kSliceAlign;  // per thread
+  total_ = slice_ * static_cast<size_t>(n_threads);
+  buffer_ = static_cast<unsigned char*>(std::aligned_alloc(kSliceAlign, total_));
+  if (buffer_ == nullptr) throw Error("bandwidth probe: cannot allocate " + std::to_string(total_) + " bytes");
   // Each thread touches its own slice first (page placement near the reader).
+  uint8_t* base = buffer_;
+  const size_t slice = slice_;
   pool.parallel_for(n_threads, [&](int task, int) {
     uint8_t* p = base + static_cast<size_t>(task) * slice;
     for (size_t i = 0; i < slice; ++i) p[i] = static_cast<uint8_t>(i * 131 + static_cast<size_t>(task));
   }, ThreadPool::Schedule::kStatic);
+}
 
+ReadBandwidthProbe::~ReadBandwidthProbe() { std::free(buffer_); }
+
+double ReadBandwidthProbe::pass() {
+  using namespace bandwidth_detail;
   uint64_t (*read_fn)(const uint8_t*, size_t) = read_scalar;
   if (active_isa() == Isa::Avx512) read_fn = read_avx512;
   if (active_isa() == Isa::Avx2) read_fn = read_avx2;
-
+  const int n_threads = pool_.size();
+  std::vector<uint64_t> checksums(static_cast<size_t>(n_threads));  // (n_threads)
+  const uint8_t* base = buffer_;
+  const auto start = std::chrono::steady_clock::now();
+  pool_.parallel_for(n_threads, [&](int task, int) {
+    checksums[static_cast<size_t>(task)] = read_fn(base + static_cast<size_t>(task) * slice_, slice_);
+  }, ThreadPool::Schedule::kStatic);  // every thread reads its own slice at the same time
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   volatile uint64_t sink = 0;
-  double best_gbs = 0.0;
-  for (int pass = 0; pass < passes; ++pass) {
-    std::vector<uint64_t> checksums(static_cast<size_t>(n_threads));  // (n_threads)
-    const auto start = std::chrono::steady_clock::now();
-    pool.parallel_for(n_threads, [&](int task, int) {
-      checksums[static_cast<size_t>(task)] = read_fn(base + static_cast<size_t>(task) * slice, slice);
-    }, ThreadPool::Schedule::kStatic);  // every thread reads its own slice at the same time
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    for (uint64_t c : checksums) sink = sink + c;
-    if (seconds > 0.0) best_gbs = std::max(best_gbs, static_cast<double>(total) / seconds / 1e9);
-  }
+  for (uint64_t c : checksums) sink = sink + c;
   (void)sink;
+  return seconds > 0.0 ? static_cast<double>(total_) / seconds / 1e9 : 0.0;
+}
+
+double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int passes) {
+  if (bytes < (size_t{1} << 20)) throw Error("bandwidth probe: " + std::to_string(bytes) + " bytes is below 1 MiB");
+  if (passes < 1) throw Error("bandwidth probe: passes = " + std::to_string(passes) + " (need >= 1)");
+  ReadBandwidthProbe probe(pool, bytes);
+  double best_gbs = 0.0;
+  for (int pass = 0; pass < passes; ++pass) best_gbs = std::max(best_gbs, probe.pass());
   return best_gbs;
 }
 

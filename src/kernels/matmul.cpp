@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/matmul_internal.h"
@@ -269,7 +270,12 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
       n_quantized.fetch_add(1, std::memory_order_release);
       return;
     }
-    while (n_quantized.load(std::memory_order_acquire) < n_quant) _mm_pause();
+    // Spin (the quantization tasks take ~1-20 µs); yield now and then, so that on an
+    // oversubscribed machine a descheduled quantizing thread gets the core back.
+    for (int spins = 1; n_quantized.load(std::memory_order_acquire) < n_quant; ++spins) {
+      _mm_pause();
+      if (spins % 4096 == 0) std::this_thread::yield();
+    }
     const TaskRange& t = tasks[task - n_quant];
     run(t.matrix, t.o_begin, t.o_end);
   });

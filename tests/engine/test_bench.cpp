@@ -5,11 +5,13 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/testing.h"
 #include "common/tiny_model.h"
+#include "specdec/bandwidth.h"
 #include "specdec/bench.h"
 #include "specdec/error.h"
 #include "specdec/model.h"
@@ -124,12 +126,16 @@ TEST(BenchModel, SimulatedSpeedupUsesTheMeasuredCosts) {
   EXPECT_THROW(simulate_speedup(0.8, -1.0, "given", short_curve, long_curve, 4), Error);
 }
 
-TEST(BenchMeasure, CostCurveAndForcedLoopOnARandomModel) {
+// A tiny random Llama (testing::TinyModelSpec) written to `name`, loaded with 2 threads.
+std::unique_ptr<Transformer> random_model(const std::string& name) {
   testing::TinyModelSpec spec;
-  const std::string path = testing::make_random_llama("bench-curve.gguf", spec);
   ModelOptions mo;
   mo.n_threads = 2;
-  auto model = Transformer::load(path, mo);
+  return Transformer::load(testing::make_random_llama(name, spec), mo);
+}
+
+TEST(BenchMeasure, CostCurveAndForcedLoopOnARandomModel) {
+  auto model = random_model("bench-curve.gguf");
   KvCache cache = model->new_cache(64);
   EXPECT_GT(time_prefill_chunk(*model, cache, 20, 2, 0.0), 0.0);
   EXPECT_EQ(cache.size(), 0);
@@ -156,11 +162,7 @@ TEST(BenchMeasure, CostCurveAndForcedLoopOnARandomModel) {
 // --profile: the phases of a forward add up (with "other") to its time, every phase of a
 // layer is seen, profiling changes no logit, and the cache is left as it was.
 TEST(BenchMeasure, ProfileSplitsAForwardIntoItsPhases) {
-  testing::TinyModelSpec spec;
-  const std::string path = testing::make_random_llama("bench-profile.gguf", spec);
-  ModelOptions mo;
-  mo.n_threads = 2;
-  auto model = Transformer::load(path, mo);
+  auto model = random_model("bench-profile.gguf");
   KvCache cache = model->new_cache(64);
   Batch batch;
   for (int i = 0; i < 6; ++i) batch.add(3 + i, i, i - 1, 0, true);
@@ -188,6 +190,23 @@ TEST(BenchMeasure, ProfileSplitsAForwardIntoItsPhases) {
   EXPECT_THROW(profile_forward(*model, cache, 61, 1, 0.0), Error);  // past capacity
 }
 
+// The paired bandwidth figure: one probe pass and one decode repeat per pair, medians of each
+// and of the per-pair ratios; the cache is left as it was.
+TEST(BenchMeasure, PairedBandwidthInterleavesProbePassesAndDecodeRepeats) {
+  auto model = random_model("bench-paired.gguf");
+  KvCache cache = model->new_cache(32);
+  ReadBandwidthProbe probe(model->pool(), size_t{4} << 20);
+  EXPECT_EQ(probe.bytes() % 4096, 0u);
+  const PairedBandwidth p = measure_paired_bandwidth(*model, cache, probe, 3, 0.0);
+  EXPECT_EQ(p.pairs, 3);
+  EXPECT_GT(p.probe_gbs, 0.0);
+  EXPECT_GT(p.decode_gbs, 0.0);
+  EXPECT_GT(p.ratio, 0.0);
+  EXPECT_EQ(cache.size(), 0);
+  EXPECT_THROW(measure_paired_bandwidth(*model, cache, probe, 0, 0.0), Error);
+  EXPECT_THROW(ReadBandwidthProbe(model->pool(), 1000), Error);  // below 1 MiB
+}
+
 TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
   BenchOptions o = tiny_options(model);
@@ -210,6 +229,10 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   EXPECT_GT(r.achieved_gbs, 0.0);
   EXPECT_GT(r.bandwidth_gbs, 0.0);
   EXPECT_DOUBLE_EQ(r.bandwidth_ratio, r.achieved_gbs / r.bandwidth_gbs);
+  EXPECT_GE(r.paired_count, 5);  // max(reps, 5) pairs of a probe pass and a decode repeat
+  EXPECT_GT(r.paired_ratio, 0.0);
+  EXPECT_GT(r.paired_decode_gbs, 0.0);
+  EXPECT_GT(r.paired_probe_gbs, 0.0);
   EXPECT_EQ(r.prefill_chunk, 32);
   EXPECT_GT(r.prefill_tps, 0.0);
   EXPECT_GT(r.fill_tps, 0.0);
@@ -253,6 +276,7 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   EXPECT_EQ(j["cost_curve"]["long"]["context"].get<int>(), 122);
   EXPECT_GT(j["decode"]["tokens_per_second"].get<double>(), 0.0);
   EXPECT_GT(j["decode"]["bandwidth_gbs"].get<double>(), 0.0);
+  EXPECT_EQ(j["decode"]["bandwidth_paired"]["pairs"].get<int>(), r.paired_count);
   EXPECT_GT(j["memory"]["peak_rss_bytes"].get<double>(), 0.0);
   EXPECT_EQ(j["end_to_end"]["outputs_differ"].get<int>(), 0);
   ASSERT_EQ(j["simulation"].size(), 2u);
