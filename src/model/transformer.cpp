@@ -35,11 +35,11 @@ std::unique_ptr<Transformer> Transformer::load(const std::string& path, const Mo
   t->gguf_ = GgufFile::open(path);
   t->config_ = read_model_config(*t->gguf_);
   t->weights_ = Weights::load(*t->gguf_, t->config_);
-  if (options.repack_weights) t->weights_->repack(*t->gguf_);
-  t->config_.rope.freq_factors = t->weights_->rope_freqs.empty() ? nullptr : t->weights_->rope_freqs.data();
-  t->scratch_ = std::make_unique<Scratch>();
   if (options.n_threads < 0) throw Error("model: thread count " + std::to_string(options.n_threads) + " must be >= 0");
   t->pool_ = std::make_unique<ThreadPool>(options.n_threads);
+  if (options.repack_weights) t->weights_->repack(*t->gguf_, *t->pool_);
+  t->config_.rope.freq_factors = t->weights_->rope_freqs.empty() ? nullptr : t->weights_->rope_freqs.data();
+  t->scratch_ = std::make_unique<Scratch>();
   if (options.kv_type != DType::F32 && options.kv_type != DType::F16)
     throw Error(std::string("model: KV cache type ") + dtype_name(options.kv_type) + " is not supported (f32 or f16)");
   t->kv_type_ = options.kv_type;

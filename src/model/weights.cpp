@@ -8,6 +8,7 @@
 
 #include "specdec/error.h"
 #include "specdec/gguf.h"
+#include "specdec/thread_pool.h"
 
 namespace specdec {
 
@@ -105,8 +106,8 @@ std::unique_ptr<Transformer::Weights> Transformer::Weights::load(const GgufFile&
 
 void Transformer::Weights::FreeBytes::operator()(uint8_t* p) const { std::free(p); }
 
-size_t Transformer::Weights::repack(const GgufFile& gguf) {
-  constexpr int64_t kChunkRows = 256;  // rows copied between two releases of the mapping
+size_t Transformer::Weights::repack(const GgufFile& gguf, ThreadPool& pool) {
+  constexpr int64_t kChunkRows = 256;  // rows per task: zeroed, copied, then released from the mapping
   static_assert(kChunkRows % kRepackTileRows == 0);
   size_t total = 0;
   auto repack_one = [&](WeightMatrix& w) {
@@ -115,14 +116,20 @@ size_t Transformer::Weights::repack(const GgufFile& gguf) {
     const size_t n_alloc = (n_bytes + 63) / 64 * 64;
     std::unique_ptr<uint8_t, FreeBytes> buffer(static_cast<uint8_t*>(std::aligned_alloc(64, n_alloc)));
     if (!buffer) throw Error(gguf.path() + ": out of memory for " + std::to_string(n_alloc) + " bytes of repacked weights");
-    std::memset(buffer.get(), 0, n_alloc);
+    uint8_t* dst = buffer.get();
+    std::memset(dst + n_bytes, 0, n_alloc - n_bytes);
+    const size_t tile_bytes = n_bytes / static_cast<size_t>((w.n_out + kRepackTileRows - 1) / kRepackTileRows);
     const auto* src = static_cast<const uint8_t*>(w.data);
-    WeightMatrix view;
-    for (int64_t o = 0; o < w.n_out; o += kChunkRows) {
-      const int64_t o_end = std::min(w.n_out, o + kChunkRows);
-      view = repack_rows(w, o, o_end, buffer.get());
+    const int n_chunks = static_cast<int>((w.n_out + kChunkRows - 1) / kChunkRows);
+    WeightMatrix view;  // written by chunk 0; read after the call (which orders it)
+    pool.parallel_for(n_chunks, [&](int chunk, int) {
+      const int64_t o = chunk * kChunkRows, o_end = std::min(w.n_out, o + kChunkRows);
+      const int64_t tile_end = (o_end + kRepackTileRows - 1) / kRepackTileRows;
+      std::memset(dst + o / kRepackTileRows * tile_bytes, 0, static_cast<size_t>(tile_end - o / kRepackTileRows) * tile_bytes);
+      const WeightMatrix part = repack_rows(w, o, o_end, dst);
+      if (chunk == 0) view = part;
       gguf.release_pages(src + o * static_cast<int64_t>(w.row_bytes), static_cast<size_t>(o_end - o) * w.row_bytes);
-    }
+    });
     // pages straddling two chunks, and any the kernel mapped ahead while the rows were read
     gguf.release_pages(src, static_cast<size_t>(w.n_out) * w.row_bytes);
     w = view;
