@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "specdec/error.h"
 
 namespace specdec::cli {
@@ -36,21 +37,5 @@ int main(int argc, char** argv) {
   std::sort(registry.begin(), registry.end(),
             [](const auto& a, const auto& b) { return std::string(a.name) < b.name; });
   for (auto& entry : registry) entry.setup(app);
-  // llama.cpp spells the draft model option `-md`; CLI11 allows one-letter short options only.
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (auto& a : args)
-    if (a == "-md") a = "--model-draft";
-  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const specdec::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  }
-  return 0;
+  return specdec::cli::parse_and_run(app, argc, argv);
 }

@@ -1,5 +1,10 @@
 #include "cli/options.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
 #include "specdec/error.h"
 
 namespace specdec::cli {
@@ -103,6 +108,25 @@ SamplingParams SamplingCliOptions::to_params() const {
   if (params.temperature < 0) throw Error("--temp " + std::to_string(params.temperature) + " must be >= 0");
   if (params.top_p <= 0) throw Error("--top-p " + std::to_string(params.top_p) + " must be > 0");
   return params;
+}
+
+int parse_and_run(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (auto& a : args)
+    if (a == "-md") a = "--model-draft";
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
 }
 
 }  // namespace specdec::cli

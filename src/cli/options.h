@@ -40,4 +40,10 @@ struct SamplingCliOptions {
   SamplingParams to_params() const;
 };
 
+// main() of both programs (specdec, specdec-server): rewrites llama.cpp's `-md` to
+// --model-draft (CLI11 allows one-letter short options only), parses argv[1..] into app (whose
+// callbacks run the command) and returns the exit status: CLI11's for parse errors and --help,
+// 1 for specdec::Error (user and I/O errors, printed), 2 for any other exception.
+int parse_and_run(CLI::App& app, int argc, char** argv);
+
 }  // namespace specdec::cli

@@ -148,21 +148,5 @@ int main(int argc, char** argv) {
   CLI::App app{"OpenAI-compatible HTTP server with speculative decoding (also run as `specdec serve`)",
                "specdec-server"};
   specdec::cli::setup_serve(&app);
-  // As in `specdec` (src/cli/main.cpp): llama.cpp's `-md` for the draft model.
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (auto& a : args)
-    if (a == "-md") a = "--model-draft";
-  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const specdec::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  }
-  return 0;
+  return specdec::cli::parse_and_run(app, argc, argv);  // as `specdec` does, `-md` included
 }
