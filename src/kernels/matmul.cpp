@@ -46,12 +46,12 @@ constexpr int64_t kChunkRows = 16;
 static_assert(kChunkRows % kRepackTileRows == 0);
 
 struct ActStorage {
-  std::vector<int8_t> values;      // (M, n_pad)
-  std::vector<float> lane_scale;   // (M, n_pad / 4)
-  std::vector<float> sums16;       // (M, n_groups_pad)
-  std::vector<int32_t> neg128_sums32;  // (M, n_pad / 32)
-  std::vector<int32_t> neg32_sums16;   // (M, n_groups_pad)
-  std::vector<float> sums32;           // (M, n_pad / 32)
+  std::vector<int8_t> values;      // (M, row_stride)
+  std::vector<float> lane_scale;   // (M, row_stride / 4)
+  std::vector<float> sums16;       // (M, group_stride)
+  std::vector<int32_t> neg128_sums32;  // (M, row_stride / 32)
+  std::vector<int32_t> neg32_sums16;   // (M, group_stride)
+  std::vector<float> sums32;           // (M, row_stride / 32)
 };
 
 struct ScratchStorage {
@@ -72,12 +72,14 @@ QuantizedActs thread_acts(int M, int64_t n_in) {
   QuantizedActs a;
   a.n_pad = padded_values(n_in);
   a.n_groups_pad = padded_groups(n_in);
-  a.values = sized(s.values, M * a.n_pad);
-  a.lane_scale = sized(s.lane_scale, M * a.n_pad / 4);
-  a.sums16 = sized(s.sums16, M * a.n_groups_pad);
-  a.neg128_sums32 = sized(s.neg128_sums32, M * a.n_pad / 32);
-  a.neg32_sums16 = sized(s.neg32_sums16, M * a.n_groups_pad);
-  a.sums32 = sized(s.sums32, M * a.n_pad / 32);
+  a.row_stride = act_row_stride(n_in);
+  a.group_stride = act_group_stride(n_in);
+  a.values = sized(s.values, M * a.row_stride);
+  a.lane_scale = sized(s.lane_scale, M * a.row_stride / 4);
+  a.sums16 = sized(s.sums16, M * a.group_stride);
+  a.neg128_sums32 = sized(s.neg128_sums32, M * a.row_stride / 32);
+  a.neg32_sums16 = sized(s.neg32_sums16, M * a.group_stride);
+  a.sums32 = sized(s.sums32, M * a.row_stride / 32);
   return a;
 }
 
@@ -85,12 +87,12 @@ QuantizedActs thread_acts(int M, int64_t n_in) {
 QuantizedActs acts_from_row(const QuantizedActs& a, int r0) {
   QuantizedActs v = a;
   const int64_t r = r0;
-  v.values += r * a.n_pad;
-  v.lane_scale += r * (a.n_pad / 4);
-  v.sums16 += r * a.n_groups_pad;
-  v.neg128_sums32 += r * (a.n_pad / 32);
-  v.neg32_sums16 += r * a.n_groups_pad;
-  v.sums32 += r * (a.n_pad / 32);
+  v.values += r * a.row_stride;
+  v.lane_scale += r * (a.row_stride / 4);
+  v.sums16 += r * a.group_stride;
+  v.neg128_sums32 += r * (a.row_stride / 32);
+  v.neg32_sums16 += r * a.group_stride;
+  v.sums32 += r * (a.row_stride / 32);
   return v;
 }
 

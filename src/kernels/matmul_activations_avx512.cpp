@@ -54,12 +54,12 @@ void quantize_activations_avx512(const float* x, int M, int64_t n_in, const Quan
   const __mmask16 kNonFinite = 0x01 | 0x08 | 0x10 | 0x80;  // QNaN, +Inf, -Inf, SNaN
   for (int r = 0; r < M; ++r) {
     const float* xr = x + static_cast<int64_t>(r) * n_in;        // (n_in)
-    int8_t* ar = out.values + static_cast<int64_t>(r) * n_pad;     // (n_pad)
-    float* lr = out.lane_scale + static_cast<int64_t>(r) * n_lanes;  // (n_pad / 4)
-    float* sr = out.sums16 + static_cast<int64_t>(r) * out.n_groups_pad;  // (n_groups_pad)
-    int32_t* b32 = out.neg128_sums32 + static_cast<int64_t>(r) * (n_pad / 32);  // (n_pad / 32)
-    int32_t* b16 = out.neg32_sums16 + static_cast<int64_t>(r) * out.n_groups_pad;  // (n_groups_pad)
-    float* s32 = out.sums32 + static_cast<int64_t>(r) * (n_pad / 32);  // (n_pad / 32)
+    int8_t* ar = out.values + static_cast<int64_t>(r) * out.row_stride;  // (n_pad) of (row_stride)
+    float* lr = out.lane_scale + static_cast<int64_t>(r) * (out.row_stride / 4);  // (n_pad / 4)
+    float* sr = out.sums16 + static_cast<int64_t>(r) * out.group_stride;  // (n_groups_pad)
+    int32_t* b32 = out.neg128_sums32 + static_cast<int64_t>(r) * (out.row_stride / 32);  // (n_pad / 32)
+    int32_t* b16 = out.neg32_sums16 + static_cast<int64_t>(r) * out.group_stride;  // (n_groups_pad)
+    float* s32 = out.sums32 + static_cast<int64_t>(r) * (out.row_stride / 32);  // (n_pad / 32)
     for (int64_t b = 0; b < n_in; b += 32) {
       const __m512 x0 = _mm512_loadu_ps(xr + b), x1 = _mm512_loadu_ps(xr + b + 16);
       const bool finite = (_mm512_fpclass_ps_mask(x0, kNonFinite) | _mm512_fpclass_ps_mask(x1, kNonFinite)) == 0;

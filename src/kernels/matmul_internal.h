@@ -38,18 +38,29 @@ constexpr int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 constexpr int64_t padded_values(int64_t n_in) { return round_up(n_in, kPadValues); }
 // Groups of 16 values per row, padded to a multiple of 16 groups (one AVX-512 register).
 constexpr int64_t padded_groups(int64_t n_in) { return round_up(padded_values(n_in) / 16, 16); }
+// Row strides of the quantized activations: one 64-byte line more than the padding, so that
+// the M rows' streams (read side by side by every tile) do not map to the same L1 sets. With
+// a stride of n_pad = 8,192 bytes all rows alias modulo 4 KiB, and 9 rows' values and scales
+// compete for the 8 ways of one set (measured: a 9-row Q4_K product with n_in = 8,192 took
+// 1.5x as long per row as one with n_in = 2,048).
+constexpr int64_t act_row_stride(int64_t n_in) { return padded_values(n_in) + 64; }
+constexpr int64_t act_group_stride(int64_t n_in) { return padded_groups(n_in) + 16; }
 
 // M activation rows quantized to 8 bits in blocks of 32 (matmul_activations.cpp).
 struct QuantizedActs {
   int64_t n_pad = 0;          // padded_values(n_in)
   int64_t n_groups_pad = 0;   // padded_groups(n_in)
-  int8_t* values = nullptr;   // (M, n_pad) a = round(x / d), |a| <= 127, zero padding
-  float* lane_scale = nullptr;  // (M, n_pad / 4) d of the block holding each group of 4 values
-  float* sums16 = nullptr;    // (M, n_groups_pad) d * sum(a) over each group of 16 values
+  // Row strides of the arrays (act_row_stride, act_group_stride): values and lane_scale rows
+  // start row_stride bytes apart, the per-block arrays row_stride / 32 entries apart.
+  int64_t row_stride = 0;
+  int64_t group_stride = 0;   // entries per row of sums16 and neg32_sums16
+  int8_t* values = nullptr;   // (M, row_stride) a = round(x / d), |a| <= 127, zero padding to n_pad
+  float* lane_scale = nullptr;  // (M, row_stride / 4) d of the block holding each group of 4 values
+  float* sums16 = nullptr;    // (M, group_stride) d * sum(a) over each group of 16 values
   // Per-block terms for the tiled kernels (matmul_tiles_avx512.cpp), exact integers:
-  int32_t* neg128_sums32 = nullptr;  // (M, n_pad / 32) -128 * sum(a) over each block of 32
-  int32_t* neg32_sums16 = nullptr;   // (M, n_groups_pad) -32 * sum(a) over each group of 16
-  float* sums32 = nullptr;           // (M, n_pad / 32) sum(a) over each block of 32, as float
+  int32_t* neg128_sums32 = nullptr;  // (M, row_stride / 32) -128 * sum(a) over each block of 32
+  int32_t* neg32_sums16 = nullptr;   // (M, group_stride) -32 * sum(a) over each group of 16
+  float* sums32 = nullptr;           // (M, row_stride / 32) sum(a) over each block of 32, as float
 };
 
 // Requires: x (M, n_in) row-major, n_in a multiple of 32, out's arrays sized for M rows.
@@ -111,11 +122,12 @@ struct RowBlock {
   const QuantizedActs* acts;
   int r0, R;
   int64_t n_blocks32() const { return acts->n_pad / 32; }
-  const int8_t* values(int r) const { return acts->values + (r0 + r) * acts->n_pad; }        // (n_pad)
-  float da(int r, int64_t b) const { return acts->lane_scale[(r0 + r) * (acts->n_pad / 4) + 8 * b]; }
-  int32_t neg128_sum32(int r, int64_t b) const { return acts->neg128_sums32[(r0 + r) * n_blocks32() + b]; }
-  int32_t neg32_sum16(int r, int64_t g) const { return acts->neg32_sums16[(r0 + r) * acts->n_groups_pad + g]; }
-  float sum32(int r, int64_t b) const { return acts->sums32[(r0 + r) * n_blocks32() + b]; }
+  int64_t stride32() const { return acts->row_stride / 32; }
+  const int8_t* values(int r) const { return acts->values + (r0 + r) * acts->row_stride; }    // (n_pad)
+  float da(int r, int64_t b) const { return acts->lane_scale[(r0 + r) * (acts->row_stride / 4) + 8 * b]; }
+  int32_t neg128_sum32(int r, int64_t b) const { return acts->neg128_sums32[(r0 + r) * stride32() + b]; }
+  int32_t neg32_sum16(int r, int64_t g) const { return acts->neg32_sums16[(r0 + r) * acts->group_stride + g]; }
+  float sum32(int r, int64_t b) const { return acts->sums32[(r0 + r) * stride32() + b]; }
 };
 }  // namespace
 

@@ -38,9 +38,9 @@ void float_range(const RangeJob& job) {
 }
 
 float quant_dot(const UnpackedRow& u, bool has_min, const QuantizedActs& acts, int r, int64_t n_in) {
-  const int8_t* a = acts.values + r * acts.n_pad;                // (n_pad)
-  const float* da = acts.lane_scale + r * (acts.n_pad / 4);      // (n_pad / 4)
-  const float* s16 = acts.sums16 + r * acts.n_groups_pad;        // (n_groups_pad)
+  const int8_t* a = acts.values + r * acts.row_stride;           // (n_pad)
+  const float* da = acts.lane_scale + r * (acts.row_stride / 4); // (n_pad / 4)
+  const float* s16 = acts.sums16 + r * acts.group_stride;        // (n_groups_pad)
   float acc = 0.0f;
   for (int64_t lane = 0; lane < n_in / 4; ++lane) {
     const int8_t* q = u.q + 4 * lane;

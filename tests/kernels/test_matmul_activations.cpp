@@ -26,12 +26,14 @@ struct ActBuffers {
   ActBuffers(int M, int64_t n_in) {
     acts.n_pad = padded_values(n_in);
     acts.n_groups_pad = padded_groups(n_in);
-    values.assign(static_cast<size_t>(M * acts.n_pad), 99);                       // (M, n_pad)
-    lane_scale.assign(static_cast<size_t>(M * acts.n_pad / 4), 99.0f);            // (M, n_pad / 4)
-    sums16.assign(static_cast<size_t>(M * acts.n_groups_pad), 99.0f);             // (M, n_groups_pad)
-    sums32.assign(static_cast<size_t>(M * acts.n_pad / 32), 99.0f);               // (M, n_pad / 32)
-    neg128_sums32.assign(static_cast<size_t>(M * acts.n_pad / 32), 99);           // (M, n_pad / 32)
-    neg32_sums16.assign(static_cast<size_t>(M * acts.n_groups_pad), 99);          // (M, n_groups_pad)
+    acts.row_stride = act_row_stride(n_in);
+    acts.group_stride = act_group_stride(n_in);
+    values.assign(static_cast<size_t>(M * acts.row_stride), 99);                  // (M, row_stride)
+    lane_scale.assign(static_cast<size_t>(M * acts.row_stride / 4), 99.0f);       // (M, row_stride / 4)
+    sums16.assign(static_cast<size_t>(M * acts.group_stride), 99.0f);             // (M, group_stride)
+    sums32.assign(static_cast<size_t>(M * acts.row_stride / 32), 99.0f);          // (M, row_stride / 32)
+    neg128_sums32.assign(static_cast<size_t>(M * acts.row_stride / 32), 99);      // (M, row_stride / 32)
+    neg32_sums16.assign(static_cast<size_t>(M * acts.group_stride), 99);          // (M, group_stride)
     acts.values = values.data();
     acts.lane_scale = lane_scale.data();
     acts.sums16 = sums16.data();
@@ -71,7 +73,7 @@ void check_quantizer_equals_scalar(void (*quantize_simd)(const float*, int, int6
     EXPECT_EQ(scalar.neg128_sums32, simd.neg128_sums32) << "n_in " << n_in;
     EXPECT_EQ(scalar.neg32_sums16, simd.neg32_sums16) << "n_in " << n_in;
     // The ties really were rounded away from zero (std::round), not to even.
-    EXPECT_EQ(scalar.values[static_cast<size_t>(scalar.acts.n_pad) + 1],
+    EXPECT_EQ(scalar.values[static_cast<size_t>(scalar.acts.row_stride) + 1],
               static_cast<int8_t>(std::round(x[n_in + 1])));
   }
 }
