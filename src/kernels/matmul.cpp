@@ -83,19 +83,6 @@ QuantizedActs thread_acts(int M, int64_t n_in) {
   return a;
 }
 
-// The rows from r0 on of quantized activations (every array is row-major).
-QuantizedActs acts_from_row(const QuantizedActs& a, int r0) {
-  QuantizedActs v = a;
-  const int64_t r = r0;
-  v.values += r * a.row_stride;
-  v.lane_scale += r * (a.row_stride / 4);
-  v.sums16 += r * a.group_stride;
-  v.neg128_sums32 += r * (a.row_stride / 32);
-  v.neg32_sums16 += r * a.group_stride;
-  v.sums32 += r * (a.row_stride / 32);
-  return v;
-}
-
 // The calling thread's scratch for one unpacked weight row of n_in values.
 UnpackedRow thread_scratch(int64_t n_in) {
   thread_local ScratchStorage s;

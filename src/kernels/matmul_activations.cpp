@@ -8,16 +8,10 @@
 namespace specdec::matmul_detail {
 
 void quantize_activations(const float* x, int M, int64_t n_in, const QuantizedActs& out) {
-  const int64_t n_pad = out.n_pad;
-  const int64_t n_lanes = n_pad / 4;
   for (int r = 0; r < M; ++r) {
     const float* xr = x + static_cast<int64_t>(r) * n_in;        // (n_in)
-    int8_t* ar = out.values + static_cast<int64_t>(r) * out.row_stride;  // (n_pad) of (row_stride)
-    float* lr = out.lane_scale + static_cast<int64_t>(r) * (out.row_stride / 4);  // (n_pad / 4)
-    float* sr = out.sums16 + static_cast<int64_t>(r) * out.group_stride;  // (n_groups_pad)
-    int32_t* b32 = out.neg128_sums32 + static_cast<int64_t>(r) * (out.row_stride / 32);  // (n_pad / 32)
-    int32_t* b16 = out.neg32_sums16 + static_cast<int64_t>(r) * out.group_stride;  // (n_groups_pad)
-    float* s32 = out.sums32 + static_cast<int64_t>(r) * (out.row_stride / 32);  // (n_pad / 32)
+    const QuantizedActs row = acts_from_row(out, r);
+    int8_t* ar = row.values;  // (n_pad)
     for (int64_t b = 0; b < n_in; b += 32) {
       float amax = 0.0f;
       bool finite = true;
@@ -34,23 +28,19 @@ void quantize_activations(const float* x, int M, int64_t n_in, const QuantizedAc
         q = q > 127.0f ? 127.0f : (q < -127.0f ? -127.0f : q);
         ar[b + i] = static_cast<int8_t>(finite ? q : 0.0f);
       }
-      for (int lane = 0; lane < 8; ++lane) lr[b / 4 + lane] = d;
-      int sum32 = 0;
-      for (int g = 0; g < 2; ++g) {
-        int sum = 0;
-        for (int i = 0; i < 16; ++i) sum += ar[b + 16 * g + i];
-        sr[b / 16 + g] = d * static_cast<float>(sum);
-        b16[b / 16 + g] = -32 * sum;
-        sum32 += sum;
-      }
-      b32[b / 32] = -128 * sum32;
-      s32[b / 32] = static_cast<float>(sum32);
+      int sum[2] = {0, 0};  // of the two groups of 16
+      for (int i = 0; i < 32; ++i) sum[i / 16] += ar[b + i];
+      store_block_terms(row, b / 32, d, sum[0], sum[1]);
     }
-    std::memset(ar + n_in, 0, static_cast<size_t>(n_pad - n_in));
-    for (int64_t lane = n_in / 4; lane < n_lanes; ++lane) lr[lane] = 0.0f;
-    for (int64_t g = n_in / 16; g < out.n_groups_pad; ++g) sr[g] = 0.0f, b16[g] = 0;
-    for (int64_t b = n_in / 32; b < n_pad / 32; ++b) b32[b] = 0, s32[b] = 0.0f;
+    zero_act_padding(row, n_in);
   }
+}
+
+void zero_act_padding(const QuantizedActs& row, int64_t n_in) {
+  std::memset(row.values + n_in, 0, static_cast<size_t>(row.n_pad - n_in));
+  for (int64_t lane = n_in / 4; lane < row.n_pad / 4; ++lane) row.lane_scale[lane] = 0.0f;
+  for (int64_t g = n_in / 16; g < row.n_groups_pad; ++g) row.sums16[g] = 0.0f, row.neg32_sums16[g] = 0;
+  for (int64_t b = n_in / 32; b < row.n_pad / 32; ++b) row.neg128_sums32[b] = 0, row.sums32[b] = 0.0f;
 }
 
 }  // namespace specdec::matmul_detail

@@ -62,16 +62,10 @@ inline __m256i pack_bytes(__m256i q0, __m256i q1, __m256i q2, __m256i q3) {
 }  // namespace
 
 void quantize_activations_avx2(const float* x, int M, int64_t n_in, const QuantizedActs& out) {
-  const int64_t n_pad = out.n_pad;
-  const int64_t n_lanes = n_pad / 4;
   for (int r = 0; r < M; ++r) {
     const float* xr = x + static_cast<int64_t>(r) * n_in;        // (n_in)
-    int8_t* ar = out.values + static_cast<int64_t>(r) * out.row_stride;  // (n_pad) of (row_stride)
-    float* lr = out.lane_scale + static_cast<int64_t>(r) * (out.row_stride / 4);  // (n_pad / 4)
-    float* sr = out.sums16 + static_cast<int64_t>(r) * out.group_stride;  // (n_groups_pad)
-    int32_t* b32 = out.neg128_sums32 + static_cast<int64_t>(r) * (out.row_stride / 32);  // (n_pad / 32)
-    int32_t* b16 = out.neg32_sums16 + static_cast<int64_t>(r) * out.group_stride;  // (n_groups_pad)
-    float* s32 = out.sums32 + static_cast<int64_t>(r) * (out.row_stride / 32);  // (n_pad / 32)
+    const QuantizedActs row = acts_from_row(out, r);
+    int8_t* ar = row.values;  // (n_pad)
     for (int64_t b = 0; b < n_in; b += 32) {
       __m256 xv[4];  // (4, 8) the block's 32 values
       for (int k = 0; k < 4; ++k) xv[k] = _mm256_loadu_ps(xr + b + 8 * k);
@@ -85,19 +79,10 @@ void quantize_activations_avx2(const float* x, int M, int64_t n_in, const Quanti
       __m256i q[4];  // a block with a non-finite value: zeros
       for (int k = 0; k < 4; ++k) q[k] = finite ? quantize8(xv[k], inv) : _mm256_setzero_si256();
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(ar + b), pack_bytes(q[0], q[1], q[2], q[3]));
-      _mm256_storeu_ps(lr + b / 4, _mm256_set1_ps(d));
       const int sum0 = sum_lanes(_mm256_add_epi32(q[0], q[1])), sum1 = sum_lanes(_mm256_add_epi32(q[2], q[3]));
-      sr[b / 16] = d * static_cast<float>(sum0);
-      sr[b / 16 + 1] = d * static_cast<float>(sum1);
-      b16[b / 16] = -32 * sum0;
-      b16[b / 16 + 1] = -32 * sum1;
-      b32[b / 32] = -128 * (sum0 + sum1);
-      s32[b / 32] = static_cast<float>(sum0 + sum1);
+      store_block_terms(row, b / 32, d, sum0, sum1);
     }
-    std::memset(ar + n_in, 0, static_cast<size_t>(n_pad - n_in));
-    for (int64_t lane = n_in / 4; lane < n_lanes; ++lane) lr[lane] = 0.0f;
-    for (int64_t g = n_in / 16; g < out.n_groups_pad; ++g) sr[g] = 0.0f, b16[g] = 0;
-    for (int64_t b = n_in / 32; b < n_pad / 32; ++b) b32[b] = 0, s32[b] = 0.0f;
+    zero_act_padding(row, n_in);
   }
 }
 

@@ -49,17 +49,11 @@ inline int sum_lanes(__m512i v) {
 }  // namespace
 
 void quantize_activations_avx512(const float* x, int M, int64_t n_in, const QuantizedActs& out) {
-  const int64_t n_pad = out.n_pad;
-  const int64_t n_lanes = n_pad / 4;
   const __mmask16 kNonFinite = 0x01 | 0x08 | 0x10 | 0x80;  // QNaN, +Inf, -Inf, SNaN
   for (int r = 0; r < M; ++r) {
     const float* xr = x + static_cast<int64_t>(r) * n_in;        // (n_in)
-    int8_t* ar = out.values + static_cast<int64_t>(r) * out.row_stride;  // (n_pad) of (row_stride)
-    float* lr = out.lane_scale + static_cast<int64_t>(r) * (out.row_stride / 4);  // (n_pad / 4)
-    float* sr = out.sums16 + static_cast<int64_t>(r) * out.group_stride;  // (n_groups_pad)
-    int32_t* b32 = out.neg128_sums32 + static_cast<int64_t>(r) * (out.row_stride / 32);  // (n_pad / 32)
-    int32_t* b16 = out.neg32_sums16 + static_cast<int64_t>(r) * out.group_stride;  // (n_groups_pad)
-    float* s32 = out.sums32 + static_cast<int64_t>(r) * (out.row_stride / 32);  // (n_pad / 32)
+    const QuantizedActs row = acts_from_row(out, r);
+    int8_t* ar = row.values;  // (n_pad)
     for (int64_t b = 0; b < n_in; b += 32) {
       const __m512 x0 = _mm512_loadu_ps(xr + b), x1 = _mm512_loadu_ps(xr + b + 16);
       const bool finite = (_mm512_fpclass_ps_mask(x0, kNonFinite) | _mm512_fpclass_ps_mask(x1, kNonFinite)) == 0;
@@ -72,19 +66,10 @@ void quantize_activations_avx512(const float* x, int M, int64_t n_in, const Quan
       if (finite) q0 = quantize16(x0, inv), q1 = quantize16(x1, inv);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(ar + b), _mm512_cvtepi32_epi8(q0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(ar + b + 16), _mm512_cvtepi32_epi8(q1));
-      _mm256_storeu_ps(lr + b / 4, _mm256_set1_ps(d));
       const int sum0 = sum_lanes(q0), sum1 = sum_lanes(q1);
-      sr[b / 16] = d * static_cast<float>(sum0);
-      sr[b / 16 + 1] = d * static_cast<float>(sum1);
-      b16[b / 16] = -32 * sum0;
-      b16[b / 16 + 1] = -32 * sum1;
-      b32[b / 32] = -128 * (sum0 + sum1);
-      s32[b / 32] = static_cast<float>(sum0 + sum1);
+      store_block_terms(row, b / 32, d, sum0, sum1);
     }
-    std::memset(ar + n_in, 0, static_cast<size_t>(n_pad - n_in));
-    for (int64_t lane = n_in / 4; lane < n_lanes; ++lane) lr[lane] = 0.0f;
-    for (int64_t g = n_in / 16; g < out.n_groups_pad; ++g) sr[g] = 0.0f, b16[g] = 0;
-    for (int64_t b = n_in / 32; b < n_pad / 32; ++b) b32[b] = 0, s32[b] = 0.0f;
+    zero_act_padding(row, n_in);
   }
 }
 

@@ -63,6 +63,34 @@ struct QuantizedActs {
   float* sums32 = nullptr;           // (M, row_stride / 32) sum(a) over each block of 32, as float
 };
 
+// The activations from row r on: every array's pointer moved down r rows.
+inline QuantizedActs acts_from_row(const QuantizedActs& a, int64_t r) {
+  QuantizedActs v = a;
+  v.values += r * a.row_stride;
+  v.lane_scale += r * (a.row_stride / 4);
+  v.sums16 += r * a.group_stride;
+  v.neg128_sums32 += r * (a.row_stride / 32);
+  v.neg32_sums16 += r * a.group_stride;
+  v.sums32 += r * (a.row_stride / 32);
+  return v;
+}
+
+// Stores the terms of block b (values 32b..32b+31) of the first row of `row`: its scale d and
+// the integer sums of its two groups of 16 quantized values. Every quantizer ends a block
+// with this, so they agree on the terms by construction.
+inline void store_block_terms(const QuantizedActs& row, int64_t b, float d, int sum0, int sum1) {
+  for (int lane = 0; lane < 8; ++lane) row.lane_scale[8 * b + lane] = d;
+  row.sums16[2 * b] = d * static_cast<float>(sum0);
+  row.sums16[2 * b + 1] = d * static_cast<float>(sum1);
+  row.neg32_sums16[2 * b] = -32 * sum0;
+  row.neg32_sums16[2 * b + 1] = -32 * sum1;
+  row.neg128_sums32[b] = -128 * (sum0 + sum1);
+  row.sums32[b] = static_cast<float>(sum0 + sum1);
+}
+
+// Zeros the padding of the first row of `row`: values n_in..n_pad and their blocks' terms.
+void zero_act_padding(const QuantizedActs& row, int64_t n_in);
+
 // Requires: x (M, n_in) row-major, n_in a multiple of 32, out's arrays sized for M rows.
 // Guarantees: each row's output depends only on that row (round half away from zero, scale
 // d = max|x| / 127 per block of 32; a block with a non-finite value gets d = NaN so the
