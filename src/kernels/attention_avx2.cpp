@@ -14,11 +14,14 @@
 #include <cstdint>
 
 #include "kernels/attention_impl.h"
+#include "kernels/exp_nonpositive.h"
 #include "specdec/kernels.h"
 
 namespace specdec::attention_detail {
 
 namespace {
+
+using kernels_detail::exp_nonpositive;
 
 // 8 keys or values from F32 or F16 storage (the F16 conversion is exact).
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
@@ -141,31 +144,9 @@ void accumulate_any(const float* weights, size_t weight_stride, int n_q, const E
   }
 }
 
-// exp(x) for x <= 0 (scores minus their maximum), Cephes' single-precision polynomial on the
-// reduced argument (relative error ~2 ulp); x < -87.3 gives 0 (std::exp gives a denormal of at
-// most 1.2e-38 there), NaN stays NaN.
-__m256 exp_nonpositive(__m256 x) {
-  const __m256 zero_mask = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
-  const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  // 2^fx from the exponent bits; fx >= -126 where the result is kept
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(_mm256_max_ps(fx, _mm256_set1_ps(-126.0f))),
-                                                       _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(zero_mask, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
-}
-
 }  // namespace
 
-// Max (exact), exp of each value minus it (exp_nonpositive), sum in double (4 + 4 lanes, then
+// Max (exact), exp of each value minus it (exp_nonpositive.h), sum in double (4 + 4 lanes, then
 // a fixed tree, then the tail in order), one multiply by 1 / sum. All n values NaN if one is.
 void softmax_avx2(float* x, int n) {
   if (n <= 0) return;

@@ -1,13 +1,21 @@
 // rmsnorm, softmax, swiglu, add_inplace and rope against float64 references on random data
-// (scalar kernels: one path on every ISA), including odd sizes.
+// (scalar kernels: one path on every ISA; swiglu's SIMD versions give the scalar bits),
+// including odd sizes.
 // Bounds: rmsnorm, swiglu: relative 1e-6 per value (a handful of float roundings);
-// softmax: 1e-6 * max value; rope: 1e-6 * (|x0| + |x1|) per rotated pair.
+// softmax: 1e-6 * max value; rope: 1e-6 * (|x0| + |x1|) per rotated pair;
+// exp_nonpositive: relative 3e-7 (Cephes' polynomial: ~2 ulp) where the result is normal.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
+#include <cstring>
+#include <limits>
+
 #include "common/testing.h"
+#include "kernels/exp_nonpositive.h"
+#include "kernels/rowops_impl.h"
+#include "specdec/cpu.h"
 #include "specdec/kernels.h"
 #include "specdec/rng.h"
 
@@ -58,6 +66,75 @@ TEST(RowOps, RmsnormSoftmaxSwigluAddMatchFloat64) {
     std::vector<float> acc = up;
     add_inplace(acc.data(), x.data(), n);
     for (int i = 0; i < n; ++i) EXPECT_EQ(acc[i], up[i] + x[i]);
+  }
+}
+
+TEST(RowOps, SwigluMatchesFloat64OverAWideRange) {
+  Rng rng(testing::test_seed("rowops swiglu range"));
+  const int n = 4099;
+  std::vector<float> g(n), up(n), out(n);
+  for (int i = 0; i < n; ++i) {
+    g[i] = 60.0f * uniform(rng);
+    up[i] = 3.0f * uniform(rng);
+  }
+  swiglu(g.data(), up.data(), n, out.data());
+  for (int i = 0; i < n; ++i) {
+    const double ref = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * up[i];
+    EXPECT_NEAR(out[i], ref, 1e-6 * std::abs(ref) + 1e-37) << "g " << g[i] << " up " << up[i];
+  }
+}
+
+TEST(RowOps, ExpNonpositiveIsWithinThreeUlpOfStdExp) {
+  using kernels_detail::exp_nonpositive_scalar;
+  Rng rng(testing::test_seed("rowops exp"));
+  for (int i = 0; i < 200000; ++i) {
+    const float x = -87.0f * static_cast<float>(rng.uniform());
+    const double ref = std::exp(static_cast<double>(x));
+    EXPECT_NEAR(exp_nonpositive_scalar(x), ref, 3e-7 * ref) << "x " << x;
+  }
+  EXPECT_EQ(exp_nonpositive_scalar(0.0f), 1.0f);
+  EXPECT_EQ(exp_nonpositive_scalar(-0.0f), 1.0f);
+  EXPECT_EQ(exp_nonpositive_scalar(-87.5f), 0.0f);
+  EXPECT_EQ(exp_nonpositive_scalar(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_TRUE(std::isnan(exp_nonpositive_scalar(std::numeric_limits<float>::quiet_NaN())));
+}
+
+// The same bits, or both NaN (a NaN's sign and payload follow operand order, which the
+// compiler may swap in a multiplication).
+int count_different(const std::vector<float>& a, const std::vector<float>& b) {
+  int n_different = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(std::isnan(a[i]) && std::isnan(b[i])) && std::memcmp(&a[i], &b[i], sizeof(float)) != 0) ++n_different;
+  return n_different;
+}
+
+// swiglu on AVX2 and AVX-512 (whichever this CPU has) gives the scalar version's bits for every
+// element, whatever n and the element's position (the vector bodies and their scalar tails).
+TEST(RowOps, SwigluIsTheSameBitsOnEveryIsa) {
+  Rng rng(testing::test_seed("rowops swiglu isa"));
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float specials[] = {0.0f, -0.0f, 1e-40f, -1e-40f, 87.3f, -87.3f, 87.31f, -87.31f, 88.8f, -88.8f,
+                            1e30f, -1e30f, inf, -inf, nan, 0.5f, -0.5f, 1e-8f};
+  std::vector<float> g(1000), up(1000);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const uint64_t kind = rng.below(4);
+    g[i] = kind == 0 ? specials[rng.below(std::size(specials))]
+                     : static_cast<float>(std::ldexp(uniform(rng), static_cast<int>(rng.below(16)) - 4));
+    up[i] = 4.0f * uniform(rng);
+  }
+  const bool avx512 = detected_isa() == Isa::Avx512, avx2 = detected_isa() >= Isa::Avx2;
+  if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar swiglu runs here";
+  for (int offset : {0, 1, 5}) {
+    for (int n : {1, 7, 8, 9, 15, 16, 17, 31, 33, 500, 995}) {
+      std::vector<float> scalar(n), simd(n);
+      kernels_detail::swiglu_scalar(g.data() + offset, up.data() + offset, n, scalar.data());
+      kernels_detail::swiglu_avx2(g.data() + offset, up.data() + offset, n, simd.data());
+      EXPECT_EQ(count_different(scalar, simd), 0) << "avx2 n " << n << " offset " << offset;
+      if (avx512) {
+        kernels_detail::swiglu_avx512(g.data() + offset, up.data() + offset, n, simd.data());
+        EXPECT_EQ(count_different(scalar, simd), 0) << "avx512 n " << n << " offset " << offset;
+      }
+    }
   }
 }
 
