@@ -42,6 +42,17 @@ void scores_avx2_f16(const float* q, int n_q, const uint16_t* const* keys, int n
 void accumulate_avx2_f16(const float* weights, size_t weight_stride, int n_q, const uint16_t* const* values,
                          int n_keys, int head_dim, float* out);
 
+// AVX-512 machines (attention_avx512.cpp): the AVX2 functions' bits, with more operands held
+// in registers (head_dim 64; other sizes call the AVX2 functions).
+void scores_avx512(const float* q, int n_q, const float* const* keys, int n_keys, int head_dim, float scale,
+                   float* scores, size_t score_stride);
+void accumulate_avx512(const float* weights, size_t weight_stride, int n_q, const float* const* values, int n_keys,
+                       int head_dim, float* out);
+void scores_avx512_f16(const float* q, int n_q, const uint16_t* const* keys, int n_keys, int head_dim, float scale,
+                       float* scores, size_t score_stride);
+void accumulate_avx512_f16(const float* weights, size_t weight_stride, int n_q, const uint16_t* const* values,
+                           int n_keys, int head_dim, float* out);
+
 // Softmax of n values in place (specdec::softmax's contract), vectorised: a polynomial exp,
 // so not the scalar path's bits, but one fixed order for a given n.
 void softmax_avx2(float* x, int n);

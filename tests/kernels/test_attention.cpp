@@ -252,5 +252,55 @@ TEST(Attention, Avx2SoftmaxMatchesFloat64) {
   }
 }
 
+// The AVX-512 inner loops give the AVX2 loops' bits (the same chains and reduction tree, other
+// operands in registers): scores and weighted sums for every query count 1..13 (whole and
+// partial blocks of 4 and 3), key counts 1..64 (odd: a lone key), F32 and F16, head_dim 64
+// (the register-blocked paths) and 40 / 128 (which call the AVX2 loops).
+TEST(Attention, Avx512InnerLoopsGiveTheAvx2Bits) {
+  if (detected_isa() != Isa::Avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  Rng rng(testing::test_seed("attention avx512 loops"));
+  for (int head_dim : {64, 40, 128}) {
+    for (int n_q : {1, 2, 3, 4, 5, 7, 13}) {
+      for (int n_keys : {1, 2, 3, 17, 64}) {
+        std::vector<float> q(static_cast<size_t>(n_q) * head_dim), kv(static_cast<size_t>(n_keys) * head_dim);
+        std::vector<uint16_t> kv16(kv.size());
+        for (auto& x : q) x = uniform(rng);
+        for (size_t i = 0; i < kv.size(); ++i) {
+          kv[i] = uniform(rng);
+          kv16[i] = f32_to_fp16(kv[i]);
+        }
+        std::vector<const float*> rows(static_cast<size_t>(n_keys));
+        std::vector<const uint16_t*> rows16(rows.size());
+        for (int j = 0; j < n_keys; ++j) {
+          rows[j] = kv.data() + static_cast<size_t>(j) * head_dim;
+          rows16[j] = kv16.data() + static_cast<size_t>(j) * head_dim;
+        }
+        const size_t stride = static_cast<size_t>(n_keys) + 3;
+        std::vector<float> s2(static_cast<size_t>(n_q) * stride, 7.0f), s5 = s2;
+        attention_detail::scores_avx2(q.data(), n_q, rows.data(), n_keys, head_dim, 0.125f, s2.data(), stride);
+        attention_detail::scores_avx512(q.data(), n_q, rows.data(), n_keys, head_dim, 0.125f, s5.data(), stride);
+        ASSERT_EQ(std::memcmp(s2.data(), s5.data(), sizeof(float) * s2.size()), 0)
+            << "scores, head_dim " << head_dim << " n_q " << n_q << " n_keys " << n_keys;
+        attention_detail::scores_avx2_f16(q.data(), n_q, rows16.data(), n_keys, head_dim, 0.125f, s2.data(), stride);
+        attention_detail::scores_avx512_f16(q.data(), n_q, rows16.data(), n_keys, head_dim, 0.125f, s5.data(), stride);
+        ASSERT_EQ(std::memcmp(s2.data(), s5.data(), sizeof(float) * s2.size()), 0)
+            << "F16 scores, head_dim " << head_dim << " n_q " << n_q << " n_keys " << n_keys;
+        // Weighted sums onto nonzero running outputs (a later key block adds to an earlier one's).
+        std::vector<float> o2(static_cast<size_t>(n_q) * head_dim), o5;
+        for (auto& x : o2) x = uniform(rng);
+        o5 = o2;
+        attention_detail::accumulate_avx2(s2.data(), stride, n_q, rows.data(), n_keys, head_dim, o2.data());
+        attention_detail::accumulate_avx512(s2.data(), stride, n_q, rows.data(), n_keys, head_dim, o5.data());
+        ASSERT_EQ(std::memcmp(o2.data(), o5.data(), sizeof(float) * o2.size()), 0)
+            << "weighted sums, head_dim " << head_dim << " n_q " << n_q << " n_keys " << n_keys;
+        attention_detail::accumulate_avx2_f16(s2.data(), stride, n_q, rows16.data(), n_keys, head_dim, o2.data());
+        attention_detail::accumulate_avx512_f16(s2.data(), stride, n_q, rows16.data(), n_keys, head_dim, o5.data());
+        ASSERT_EQ(std::memcmp(o2.data(), o5.data(), sizeof(float) * o2.size()), 0)
+            << "F16 weighted sums, head_dim " << head_dim << " n_q " << n_q << " n_keys " << n_keys;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace specdec
