@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "kernels/attention_impl.h"
+#include "kernels/attention_simd8.h"
 #include "kernels/exp_nonpositive.h"
 #include "specdec/kernels.h"
 
@@ -23,27 +24,8 @@ namespace {
 
 using kernels_detail::exp_nonpositive;
 
-// 8 keys or values from F32 or F16 storage (the F16 conversion is exact).
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline float value_of(float x) { return x; }
 inline float value_of(uint16_t h) { return fp16_to_f32(h); }
-
-// The 8 lane sums [sum(a[0]), ..., sum(a[7])], every key's lanes l0..l7 added in the tree
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) (a 128-bit halves add, then movehl, then
-// one shuffle, as a one-vector horizontal sum would), for 8 keys at once: ~17 instructions
-// instead of ~7 per key.
-inline __m256 horizontal_sums8(const __m256* a) {
-  // s_k = lane k + lane k + 4 (the 128-bit halves added), keys j and j + 4 side by side.
-  auto halves = [](__m256 x, __m256 y) {
-    return _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
-  };
-  const __m256 s04 = halves(a[0], a[4]), s15 = halves(a[1], a[5]), s26 = halves(a[2], a[6]), s37 = halves(a[3], a[7]);
-  // (s0 + s2, s1 + s3) of two keys per half: [k0_02, k1_02, k0_13, k1_13 | k4_02, k5_02, k4_13, k5_13]
-  const __m256 p = _mm256_add_ps(_mm256_unpacklo_ps(s04, s15), _mm256_unpackhi_ps(s04, s15));
-  const __m256 q = _mm256_add_ps(_mm256_unpacklo_ps(s26, s37), _mm256_unpackhi_ps(s26, s37));
-  return _mm256_add_ps(_mm256_shuffle_ps(p, q, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
-}
 
 // Scores of every query against N <= 8 keys: per query one accumulator per key (lane l sums
 // d = l, l + 8, ... in order), reduced for the 8 keys together, then the tail and the scale.

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "kernels/attention_impl.h"
+#include "kernels/attention_simd8.h"
 
 namespace specdec::attention_detail {
 
@@ -26,21 +27,6 @@ constexpr int kVecs = kHead / 8;          // 8-float vectors per head slice
 constexpr int kScoreKeys = 2;             // keys held in registers by the score loop
 constexpr int kScoreQueries = 4;          // queries per pass over them
 constexpr int kSumQueries = 3;            // queries whose outputs the weighted sum holds
-
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-
-// attention_avx2.cpp's horizontal_sums8: lane k of the result is the tree
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) over the lanes of a[k].
-inline __m256 horizontal_sums8(const __m256* a) {
-  auto halves = [](__m256 x, __m256 y) {
-    return _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
-  };
-  const __m256 s04 = halves(a[0], a[4]), s15 = halves(a[1], a[5]), s26 = halves(a[2], a[6]), s37 = halves(a[3], a[7]);
-  const __m256 p = _mm256_add_ps(_mm256_unpacklo_ps(s04, s15), _mm256_unpackhi_ps(s04, s15));
-  const __m256 q = _mm256_add_ps(_mm256_unpacklo_ps(s26, s37), _mm256_unpackhi_ps(s26, s37));
-  return _mm256_add_ps(_mm256_shuffle_ps(p, q, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
-}
 
 // Scores of queries [i0, i0 + n) (n <= kScoreQueries) against the keys held in k: per pair one
 // accumulator, lane l summing d = l, l + 8, ... in order from zero (the AVX2 chain).
