@@ -47,7 +47,7 @@ static_assert(kChunkRows % kRepackTileRows == 0);
 
 struct ActStorage {
   std::vector<int8_t> values;      // (M, row_stride)
-  std::vector<float> lane_scale;   // (M, row_stride / 4)
+  std::vector<float> scales32;     // (M, row_stride / 32)
   std::vector<float> sums16;       // (M, group_stride)
   std::vector<int32_t> neg128_sums32;  // (M, row_stride / 32)
   std::vector<int32_t> neg32_sums16;   // (M, group_stride)
@@ -75,7 +75,7 @@ QuantizedActs thread_acts(int M, int64_t n_in) {
   a.row_stride = act_row_stride(n_in);
   a.group_stride = act_group_stride(n_in);
   a.values = sized(s.values, M * a.row_stride);
-  a.lane_scale = sized(s.lane_scale, M * a.row_stride / 4);
+  a.scales32 = sized(s.scales32, M * a.row_stride / 32);
   a.sums16 = sized(s.sums16, M * a.group_stride);
   a.neg128_sums32 = sized(s.neg128_sums32, M * a.row_stride / 32);
   a.neg32_sums16 = sized(s.neg32_sums16, M * a.group_stride);

@@ -50,12 +50,12 @@ constexpr int64_t act_group_stride(int64_t n_in) { return padded_groups(n_in) + 
 struct QuantizedActs {
   int64_t n_pad = 0;          // padded_values(n_in)
   int64_t n_groups_pad = 0;   // padded_groups(n_in)
-  // Row strides of the arrays (act_row_stride, act_group_stride): values and lane_scale rows
-  // start row_stride bytes apart, the per-block arrays row_stride / 32 entries apart.
+  // Row strides of the arrays (act_row_stride, act_group_stride): values rows start
+  // row_stride bytes apart, the per-block arrays' rows row_stride / 32 entries apart.
   int64_t row_stride = 0;
   int64_t group_stride = 0;   // entries per row of sums16 and neg32_sums16
   int8_t* values = nullptr;   // (M, row_stride) a = round(x / d), |a| <= 127, zero padding to n_pad
-  float* lane_scale = nullptr;  // (M, row_stride / 4) d of the block holding each group of 4 values
+  float* scales32 = nullptr;  // (M, row_stride / 32) d of each block of 32 values
   float* sums16 = nullptr;    // (M, group_stride) d * sum(a) over each group of 16 values
   // Per-block terms for the tiled kernels (matmul_tiles_avx512.cpp), exact integers:
   int32_t* neg128_sums32 = nullptr;  // (M, row_stride / 32) -128 * sum(a) over each block of 32
@@ -67,7 +67,7 @@ struct QuantizedActs {
 inline QuantizedActs acts_from_row(const QuantizedActs& a, int64_t r) {
   QuantizedActs v = a;
   v.values += r * a.row_stride;
-  v.lane_scale += r * (a.row_stride / 4);
+  v.scales32 += r * (a.row_stride / 32);
   v.sums16 += r * a.group_stride;
   v.neg128_sums32 += r * (a.row_stride / 32);
   v.neg32_sums16 += r * a.group_stride;
@@ -79,7 +79,7 @@ inline QuantizedActs acts_from_row(const QuantizedActs& a, int64_t r) {
 // the integer sums of its two groups of 16 quantized values. Every quantizer ends a block
 // with this, so they agree on the terms by construction.
 inline void store_block_terms(const QuantizedActs& row, int64_t b, float d, int sum0, int sum1) {
-  for (int lane = 0; lane < 8; ++lane) row.lane_scale[8 * b + lane] = d;
+  row.scales32[b] = d;
   row.sums16[2 * b] = d * static_cast<float>(sum0);
   row.sums16[2 * b + 1] = d * static_cast<float>(sum1);
   row.neg32_sums16[2 * b] = -32 * sum0;
@@ -152,7 +152,7 @@ struct RowBlock {
   int64_t n_blocks32() const { return acts->n_pad / 32; }
   int64_t stride32() const { return acts->row_stride / 32; }
   const int8_t* values(int r) const { return acts->values + (r0 + r) * acts->row_stride; }    // (n_pad)
-  float da(int r, int64_t b) const { return acts->lane_scale[(r0 + r) * (acts->row_stride / 4) + 8 * b]; }
+  float da(int r, int64_t b) const { return acts->scales32[(r0 + r) * stride32() + b]; }
   int32_t neg128_sum32(int r, int64_t b) const { return acts->neg128_sums32[(r0 + r) * stride32() + b]; }
   int32_t neg32_sum16(int r, int64_t g) const { return acts->neg32_sums16[(r0 + r) * acts->group_stride + g]; }
   float sum32(int r, int64_t b) const { return acts->sums32[(r0 + r) * stride32() + b]; }

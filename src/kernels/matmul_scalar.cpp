@@ -39,14 +39,14 @@ void float_range(const RangeJob& job) {
 
 float quant_dot(const UnpackedRow& u, bool has_min, const QuantizedActs& acts, int r, int64_t n_in) {
   const int8_t* a = acts.values + r * acts.row_stride;           // (n_pad)
-  const float* da = acts.lane_scale + r * (acts.row_stride / 4); // (n_pad / 4)
+  const float* da = acts.scales32 + r * (acts.row_stride / 32);  // (n_pad / 32)
   const float* s16 = acts.sums16 + r * acts.group_stride;        // (n_groups_pad)
   float acc = 0.0f;
   for (int64_t lane = 0; lane < n_in / 4; ++lane) {
     const int8_t* q = u.q + 4 * lane;
     const int8_t* al = a + 4 * lane;
     const int dp = q[0] * al[0] + q[1] * al[1] + q[2] * al[2] + q[3] * al[3];
-    acc += (static_cast<float>(dp) * da[lane]) * u.scale16[lane / 4];
+    acc += (static_cast<float>(dp) * da[lane / 8]) * u.scale16[lane / 4];
   }
   float c = 0.0f;
   if (has_min)

@@ -20,7 +20,7 @@ using namespace matmul_detail;
 
 struct ActBuffers {
   std::vector<int8_t> values;
-  std::vector<float> lane_scale, sums16, sums32;
+  std::vector<float> scales32, sums16, sums32;
   std::vector<int32_t> neg128_sums32, neg32_sums16;
   QuantizedActs acts;
   ActBuffers(int M, int64_t n_in) {
@@ -29,13 +29,13 @@ struct ActBuffers {
     acts.row_stride = act_row_stride(n_in);
     acts.group_stride = act_group_stride(n_in);
     values.assign(static_cast<size_t>(M * acts.row_stride), 99);                  // (M, row_stride)
-    lane_scale.assign(static_cast<size_t>(M * acts.row_stride / 4), 99.0f);       // (M, row_stride / 4)
+    scales32.assign(static_cast<size_t>(M * acts.row_stride / 32), 99.0f);        // (M, row_stride / 32)
     sums16.assign(static_cast<size_t>(M * acts.group_stride), 99.0f);             // (M, group_stride)
     sums32.assign(static_cast<size_t>(M * acts.row_stride / 32), 99.0f);          // (M, row_stride / 32)
     neg128_sums32.assign(static_cast<size_t>(M * acts.row_stride / 32), 99);      // (M, row_stride / 32)
     neg32_sums16.assign(static_cast<size_t>(M * acts.group_stride), 99);          // (M, group_stride)
     acts.values = values.data();
-    acts.lane_scale = lane_scale.data();
+    acts.scales32 = scales32.data();
     acts.sums16 = sums16.data();
     acts.sums32 = sums32.data();
     acts.neg128_sums32 = neg128_sums32.data();
@@ -67,7 +67,7 @@ void check_quantizer_equals_scalar(void (*quantize_simd)(const float*, int, int6
     quantize_activations(x.data(), M, n_in, scalar.acts);
     quantize_simd(x.data(), M, n_in, simd.acts);
     EXPECT_EQ(scalar.values, simd.values) << "n_in " << n_in;
-    EXPECT_TRUE(same_bits(scalar.lane_scale, simd.lane_scale)) << "n_in " << n_in;
+    EXPECT_TRUE(same_bits(scalar.scales32, simd.scales32)) << "n_in " << n_in;
     EXPECT_TRUE(same_bits(scalar.sums16, simd.sums16)) << "n_in " << n_in;
     EXPECT_TRUE(same_bits(scalar.sums32, simd.sums32)) << "n_in " << n_in;
     EXPECT_EQ(scalar.neg128_sums32, simd.neg128_sums32) << "n_in " << n_in;
