@@ -32,10 +32,9 @@ Isa probe() {
   const bool avx2 = b & (1u << 5);
   const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
              avx512vl = b & (1u << 31), vnni = c & (1u << 11);
-  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
-  __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1);
-  const bool bf16 = a1 & (1u << 5);
-  if (avx2 && fma && f16c && avx512f && avx512dq && avx512bw && avx512vl && vnni && bf16 && os_saves_zmm())
+  // The AVX-512 files are compiled for exactly these (CMakeLists.txt SPECDEC_AVX512_FLAGS):
+  // F, DQ, BW, VL and VNNI, as on Ice Lake / Cascade Lake and later Xeons and on Zen 4.
+  if (avx2 && fma && f16c && avx512f && avx512dq && avx512bw && avx512vl && vnni && os_saves_zmm())
     return Isa::Avx512;
   if (avx2 && fma && f16c) return Isa::Avx2;
   return Isa::Scalar;
