@@ -149,7 +149,6 @@ namespace {
 struct RowBlock {
   const QuantizedActs* acts;
   int r0, R;
-  int64_t n_blocks32() const { return acts->n_pad / 32; }
   int64_t stride32() const { return acts->row_stride / 32; }
   const int8_t* values(int r) const { return acts->values + (r0 + r) * acts->row_stride; }    // (n_pad)
   float da(int r, int64_t b) const { return acts->scales32[(r0 + r) * stride32() + b]; }
