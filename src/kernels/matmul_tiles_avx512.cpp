@@ -1,5 +1,5 @@
-// AVX-512 VNNI matmul kernels for Q8_0, Q4_K and Q6_K that read the quantized weight blocks in
-// place (no unpacked copy), or the AVX2 path's repacked layouts (two stored 8-row tiles per
+// AVX-512 VNNI matmul kernels for Q8_0, Q4_K, Q6_K and the legacy Q4_0 / Q4_1 / Q5_0 / Q5_1
+// that read the quantized weight blocks in place (no unpacked copy), or the AVX2 path's repacked layouts (two stored 8-row tiles per
 // 16-row tile: the same vectors without the in-register transposes). Compiled with the AVX-512 flags; reached only through
 // matmul_range_avx512. Only raw pointers cross this file's boundary.
 //
@@ -19,12 +19,14 @@
 //           acc = fma(f, da_b, acc)
 //     Q6_K: S0, S1 = sum((q - 32) * a) over the two groups of 16;
 //           f = fma(float(S0), d * sc_2b, float(S1) * (d * sc_2b+1)); acc = fma(f, da_b, acc)
+//     Q4_0 / Q5_0, Q4_1 / Q5_1: the AVX2 tiles' formulas (legacy_tile below)
 //   y = acc.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 AVX-512 headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/matmul_internal.h"
 #include "kernels/quant_blocks.h"
@@ -95,6 +97,14 @@ inline __m512 gather_half(const Tile& t, int64_t off, int shift) {
   #pragma GCC unroll 16
   for (int L = 0; L < kLanes; ++L) std::memcpy(&h[L], t.rows[L] + off + shift / 8, 2);
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+}
+
+// The 16 little-endian dwords at rows[L] + off, one per lane.
+inline __m512i gather_dword(const Tile& t, int64_t off) {
+  alignas(64) uint32_t w[kLanes];
+  #pragma GCC unroll 16
+  for (int L = 0; L < kLanes; ++L) std::memcpy(&w[L], t.rows[L] + off, 4);
+  return _mm512_load_si512(w);
 }
 
 // ---- The same accessors over the AVX2 path's repacked layouts (matmul_internal.h), which
@@ -275,6 +285,61 @@ void q4_k_tile(const TileT& t, int64_t n_super, const RowBlock& rb, __m512* acc)
   }
 }
 
+// ---- The legacy 32-value blocks (matmul_tiles_avx2.cpp's legacy_tile, the same formulas and
+// so the same bits): binary16 d, for Q4_1/Q5_1 binary16 m, for Q5_0/Q5_1 qh (bit j: the fifth
+// bit of value j), 16 bytes of nibbles (values 0..15 low, 16..31 high).
+//   Q4_0, Q5_0: S = sum(q * a_b) - 8 (16) * sum(a_b); acc = fma(float(S) * da_b, d, acc)
+//   Q4_1, Q5_1: S = sum(q * a_b); f = fma(m, float(sum a_b), float(S) * d); acc = fma(f, da_b, acc)
+// The fifth bits of v[k] (values 4k..4k+3) are bits 4(k % 2)..+3 of qh byte k / 2: that byte
+// is copied to the 4 bytes of its dword, each byte tests its own bit, and the set ones get 16.
+template <bool kFiveBit, bool kMin>
+void legacy_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m512* acc) {
+  using Block = std::conditional_t<kFiveBit, std::conditional_t<kMin, quant::BlockQ5_1, quant::BlockQ5_0>,
+                                   std::conditional_t<kMin, quant::BlockQ4_1, quant::BlockQ4_0>>;
+  constexpr int64_t kQhOffset = kMin ? 4 : 2;                    // offsetof(Block, qh)
+  constexpr int64_t kQsOffset = kQhOffset + (kFiveBit ? 4 : 0);  // offsetof(Block, qs)
+  constexpr int kNegSumDivisor = kFiveBit ? 8 : 16;              // -128 sum(a) / this = -offset * sum(a)
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+  const __m512i bit_lo = _mm512_set1_epi32(0x08040201), bit_hi = _mm512_set1_epi32(static_cast<int>(0x80402010u));
+  // shuffle control: byte i of dword j (of each 128-bit lane) <- byte 4j + k/2; k/2 added below
+  const __m512i dword_base = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t off = b * static_cast<int64_t>(sizeof(Block));
+    prefetch_next(t, b);
+    __m512i raw[4], v[8];
+    load_transposed16(t, off + kQsOffset, raw);
+    #pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm512_and_si512(raw[k], low4);
+      v[4 + k] = _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), low4);
+    }
+    if constexpr (kFiveBit) {
+      const __m512i qh = gather_dword(t, off + kQhOffset);
+      #pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m512i byte = _mm512_shuffle_epi8(qh, _mm512_add_epi8(dword_base, _mm512_set1_epi8(static_cast<char>(k / 2))));
+        const __mmask64 set = _mm512_test_epi8_mask(byte, k % 2 == 0 ? bit_lo : bit_hi);
+        v[k] = _mm512_mask_add_epi8(v[k], set, v[k], bit4);  // bit 4 is clear: + 16 = | 16
+      }
+    }
+    if constexpr (kMin) {
+      const __m512 d = gather_half(t, off, 0), m = gather_half(t, off, 16);
+      for (int r = 0; r < rb.R; ++r) {
+        const __m512i sdot = block_dot(v, rb.values(r) + 32 * b, _mm512_setzero_si512());
+        const __m512 f = _mm512_fmadd_ps(m, _mm512_set1_ps(rb.sum32(r, b)), _mm512_mul_ps(_mm512_cvtepi32_ps(sdot), d));
+        acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(rb.da(r, b)), acc[r]);
+      }
+    } else {
+      const __m512 d = gather_half(t, off, 0);
+      for (int r = 0; r < rb.R; ++r) {
+        const __m512i s = block_dot(v, rb.values(r) + 32 * b, _mm512_set1_epi32(rb.neg128_sum32(r, b) / kNegSumDivisor));
+        const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(rb.da(r, b)));
+        acc[r] = _mm512_fmadd_ps(f, d, acc[r]);
+      }
+    }
+  }
+}
+
 // ---- Q6_K: super-blocks of 210 bytes: ql[128] (low 4 bits), qh[64] (high 2 bits), 16 int8
 // scales (one per 16 values), binary16 d. Per 128 values n: value l (l < 32) is ql[64n + l] low
 // nibble | (qh[32n + l] bits 0-1) << 4; l + 32: ql[64n + 32 + l] low | qh bits 2-3; l + 64:
@@ -363,7 +428,8 @@ void pair_tiles(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileF
 bool matmul_range_tiled_avx512(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const DType type = w.type;
-  if (type != DType::Q8_0 && type != DType::Q4_K && type != DType::Q6_K) return false;
+  const bool legacy = type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1;
+  if (type != DType::Q8_0 && type != DType::Q4_K && type != DType::Q6_K && !legacy) return false;
   if (w.layout == WeightLayout::Q8_0Tiles8) {
     pair_tiles<Q8PairTile>(job, q8_tile_bytes(w.n_in), w.n_in / 32, q8_0_tile<Q8PairTile>);
     return true;
@@ -382,7 +448,7 @@ bool matmul_range_tiled_avx512(const RangeJob& job) {
   __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    const int64_t n_steps = type == DType::Q8_0 ? w.n_in / 32 : w.n_in / 256;  // block iterations
+    const int64_t n_steps = type == DType::Q8_0 || legacy ? w.n_in / 32 : w.n_in / 256;  // block iterations
     const Tile t = make_tile(w, o0, n_valid, n_steps);
     for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
       const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
@@ -390,7 +456,11 @@ bool matmul_range_tiled_avx512(const RangeJob& job) {
       switch (type) {
         case DType::Q8_0: q8_0_tile(t, w.n_in / 32, rb, acc); break;
         case DType::Q4_K: q4_k_tile(t, w.n_in / 256, rb, acc); break;
-        default: q6_k_tile(t, w.n_in / 256, rb, acc); break;
+        case DType::Q6_K: q6_k_tile(t, w.n_in / 256, rb, acc); break;
+        case DType::Q4_0: legacy_tile<false, false>(t, w.n_in / 32, rb, acc); break;
+        case DType::Q4_1: legacy_tile<false, true>(t, w.n_in / 32, rb, acc); break;
+        case DType::Q5_0: legacy_tile<true, false>(t, w.n_in / 32, rb, acc); break;
+        default: legacy_tile<true, true>(t, w.n_in / 32, rb, acc); break;
       }
       store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
     }
