@@ -37,7 +37,7 @@
 //           terms (see q2_k_tile)
 //   y = acc.
 // These are the AVX-512 tiles' formulas, so both paths agree to the last bit for Q8_0, Q4_K,
-// Q6_K and the legacy types (the AVX-512 path runs Q2_K, Q3_K and Q5_K on these tiles).
+// Q5_K, Q6_K and the legacy types (the AVX-512 path runs Q2_K and Q3_K on these tiles).
 #include <immintrin.h>
 
 #include <cstring>

@@ -1,5 +1,5 @@
-// AVX-512 VNNI matmul kernels for Q8_0, Q4_K, Q6_K and the legacy Q4_0 / Q4_1 / Q5_0 / Q5_1
-// that read the quantized weight blocks in place (no unpacked copy), or the AVX2 path's repacked layouts (two stored 8-row tiles per
+// AVX-512 VNNI matmul kernels for Q8_0, Q4_K, Q5_K, Q6_K and the legacy Q4_0 / Q4_1 / Q5_0 /
+// Q5_1 that read the quantized weight blocks in place (no unpacked copy), or the AVX2 path's repacked layouts (two stored 8-row tiles per
 // 16-row tile: the same vectors without the in-register transposes). Compiled with the AVX-512 flags; reached only through
 // matmul_range_avx512. Only raw pointers cross this file's boundary.
 //
@@ -15,7 +15,7 @@
 // the same instruction sequence):
 //   acc = 0; for each block b of 32 values in order:
 //     Q8_0: S = -128 * sum(a_b) + sum((q + 128) * a_b);   acc = fma(float(S) * da_b, d_b, acc)
-//     Q4_K: S = sum(q * a_b);  f = fma(-dmin * m_b, float(sum a_b), float(S) * (d * sc_b));
+//     Q4_K, Q5_K: S = sum(q * a_b);  f = fma(-dmin * m_b, float(sum a_b), float(S) * (d * sc_b));
 //           acc = fma(f, da_b, acc)
 //     Q6_K: S0, S1 = sum((q - 32) * a) over the two groups of 16;
 //           f = fma(float(S0), d * sc_2b, float(S1) * (d * sc_2b+1)); acc = fma(f, da_b, acc)
@@ -241,11 +241,16 @@ void q8_0_tile(const TileT& t, int64_t n_blocks, const RowBlock& rb, __m512* acc
 // ---- Q4_K: super-blocks of 144 bytes: d, dmin (binary16), 12 bytes of packed 6-bit scales and
 // mins for 8 sub-blocks of 32, 128 bytes of nibbles (per 64 values: 32 low nibbles, then the
 // 32 high nibbles of the same bytes).
-template <typename TileT>
-void q4_k_tile(const TileT& t, int64_t n_super, const RowBlock& rb, __m512* acc) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
+// ---- Q5_K (kFiveBit): 176 bytes: the same d, dmin and scales, then qh[32] (bit `sub` of qh[l]:
+// the fifth bit of value l of sub-block `sub`), then the 128 bytes of nibbles. The same formula
+// with q < 32 (matmul_tiles_avx2.cpp's q45_k_tile: the same bits).
+template <bool kFiveBit, typename TileT>
+void q45_k_tile(const TileT& t, int64_t n_super, const RowBlock& rb, __m512* acc) {
+  using Block = std::conditional_t<kFiveBit, quant::BlockQ5_K, quant::BlockQ4_K>;
+  constexpr int64_t kQsOffset = kFiveBit ? 48 : 16;  // offsetof(Block, qs)
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
   for (int64_t s = 0; s < n_super; ++s) {
-    const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ4_K));
+    const int64_t sb = s * static_cast<int64_t>(sizeof(Block));
     prefetch_next(t, s);
     __m512i h[4];  // h[0]: d | dmin << 16; h[1..3]: packed scale bytes 0-3, 4-7, 8-11
     load_transposed16(t, sb, h);
@@ -257,11 +262,16 @@ void q4_k_tile(const TileT& t, int64_t n_super, const RowBlock& rb, __m512* acc)
     const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(h[3], m4), _mm512_and_si512(_mm512_srli_epi32(h[1], 2), m45));
     const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), m4),
                                          _mm512_and_si512(_mm512_srli_epi32(h[2], 2), m45));
+    __m512i qh[8];  // Q5_K: qh[k] lane L = qh bytes 4k..4k+3 of row L (values 4k..4k+3 of each sub-block)
+    if constexpr (kFiveBit) {
+      load_transposed16(t, sb + 16, qh);
+      load_transposed16(t, sb + 32, qh + 4);
+    }
     #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {  // 64 values: sub-blocks 2j (low nibbles) and 2j + 1 (high)
       __m512i raw[8];
-      load_transposed16(t, sb + 16 + 32 * j, raw);
-      load_transposed16(t, sb + 32 + 32 * j, raw + 4);
+      load_transposed16(t, sb + kQsOffset + 32 * j, raw);
+      load_transposed16(t, sb + kQsOffset + 16 + 32 * j, raw + 4);
       #pragma GCC unroll 16
       for (int half = 0; half < 2; ++half) {
         const int sub = 2 * j + half;
@@ -272,8 +282,13 @@ void q4_k_tile(const TileT& t, int64_t n_super, const RowBlock& rb, __m512* acc)
         const __m512 wm = _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(mb, static_cast<unsigned>(shift)), byte_mask)));
         __m512i v[8];
         #pragma GCC unroll 16
-        for (int k = 0; k < 8; ++k)
+        for (int k = 0; k < 8; ++k) {
           v[k] = half == 0 ? _mm512_and_si512(raw[k], low4) : _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), low4);
+          if constexpr (kFiveBit) {  // bytes whose qh bit `sub` is set get 16 (bit 4 is clear)
+            const __mmask64 set = _mm512_test_epi8_mask(qh[k], _mm512_set1_epi8(static_cast<char>(1 << sub)));
+            v[k] = _mm512_mask_add_epi8(v[k], set, v[k], bit4);
+          }
+        }
         const int64_t b = 8 * s + sub;
         for (int r = 0; r < rb.R; ++r) {
           const __m512i sdot = block_dot(v, rb.values(r) + 32 * b, _mm512_setzero_si512());
@@ -425,47 +440,65 @@ void pair_tiles(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileF
 
 }  // namespace
 
-bool matmul_range_tiled_avx512(const RangeJob& job) {
+namespace {
+
+// Weights read in place: 16-row tiles over the file's rows. One instantiation per type, each
+// with its tile body inlined (TileFn is a lambda), so no type's loop pays for another's code.
+template <typename TileFn>
+void in_place_tiles(const RangeJob& job, int64_t n_steps, TileFn tile_fn) {
   const WeightMatrix& w = *job.w;
-  const DType type = w.type;
-  const bool legacy = type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1;
-  if (type != DType::Q8_0 && type != DType::Q4_K && type != DType::Q6_K && !legacy) return false;
-  if (w.layout == WeightLayout::Q8_0Tiles8) {
-    pair_tiles<Q8PairTile>(job, q8_tile_bytes(w.n_in), w.n_in / 32, q8_0_tile<Q8PairTile>);
-    return true;
-  }
-  if (w.layout == WeightLayout::Chunks16Tiles8) {
-    constexpr int64_t kQ4K = sizeof(quant::BlockQ4_K), kQ6K = sizeof(quant::BlockQ6_K);
-    if (type == DType::Q4_K) {
-      pair_tiles<ChunkPairTile<kQ4K>>(job, w.n_in / 256 * ChunkPairTile<kQ4K>::kStride, w.n_in / 256,
-                                      q4_k_tile<ChunkPairTile<kQ4K>>);
-    } else {
-      pair_tiles<ChunkPairTile<kQ6K>>(job, w.n_in / 256 * ChunkPairTile<kQ6K>::kStride, w.n_in / 256,
-                                      q6_k_tile<ChunkPairTile<kQ6K>>);
-    }
-    return true;
-  }
   __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    const int64_t n_steps = type == DType::Q8_0 || legacy ? w.n_in / 32 : w.n_in / 256;  // block iterations
     const Tile t = make_tile(w, o0, n_valid, n_steps);
     for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
       const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
       for (int r = 0; r < rb.R; ++r) acc[r] = _mm512_setzero_ps();
-      switch (type) {
-        case DType::Q8_0: q8_0_tile(t, w.n_in / 32, rb, acc); break;
-        case DType::Q4_K: q4_k_tile(t, w.n_in / 256, rb, acc); break;
-        case DType::Q6_K: q6_k_tile(t, w.n_in / 256, rb, acc); break;
-        case DType::Q4_0: legacy_tile<false, false>(t, w.n_in / 32, rb, acc); break;
-        case DType::Q4_1: legacy_tile<false, true>(t, w.n_in / 32, rb, acc); break;
-        case DType::Q5_0: legacy_tile<true, false>(t, w.n_in / 32, rb, acc); break;
-        default: legacy_tile<true, true>(t, w.n_in / 32, rb, acc); break;
-      }
+      tile_fn(t, n_steps, rb, acc);
       store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
     }
   }
-  return true;
 }
+
+// A tile function as a lambda (its type names the function, so callers inline it).
+#define SPECDEC_TILE(...) [](const auto& t, int64_t n, const RowBlock& rb, __m512* acc) { __VA_ARGS__(t, n, rb, acc); }
+
+}  // namespace
+
+bool matmul_range_tiled_avx512(const RangeJob& job) {
+  const WeightMatrix& w = *job.w;
+  const int64_t n32 = w.n_in / 32, n256 = w.n_in / 256;  // block iterations: 32-value blocks, super-blocks
+  if (w.layout == WeightLayout::Q8_0Tiles8 && w.type == DType::Q8_0) {
+    pair_tiles<Q8PairTile>(job, q8_tile_bytes(w.n_in), n32, SPECDEC_TILE(q8_0_tile));
+    return true;
+  }
+  if (w.layout == WeightLayout::Chunks16Tiles8) {
+    constexpr int64_t kQ4K = sizeof(quant::BlockQ4_K), kQ5K = sizeof(quant::BlockQ5_K), kQ6K = sizeof(quant::BlockQ6_K);
+    switch (w.type) {
+      case DType::Q4_K:
+        pair_tiles<ChunkPairTile<kQ4K>>(job, n256 * ChunkPairTile<kQ4K>::kStride, n256, SPECDEC_TILE(q45_k_tile<false>));
+        return true;
+      case DType::Q5_K:
+        pair_tiles<ChunkPairTile<kQ5K>>(job, n256 * ChunkPairTile<kQ5K>::kStride, n256, SPECDEC_TILE(q45_k_tile<true>));
+        return true;
+      case DType::Q6_K:
+        pair_tiles<ChunkPairTile<kQ6K>>(job, n256 * ChunkPairTile<kQ6K>::kStride, n256, SPECDEC_TILE(q6_k_tile));
+        return true;
+      default: return false;
+    }
+  }
+  switch (w.type) {
+    case DType::Q8_0: in_place_tiles(job, n32, SPECDEC_TILE(q8_0_tile)); return true;
+    case DType::Q4_K: in_place_tiles(job, n256, SPECDEC_TILE(q45_k_tile<false>)); return true;
+    case DType::Q5_K: in_place_tiles(job, n256, SPECDEC_TILE(q45_k_tile<true>)); return true;
+    case DType::Q6_K: in_place_tiles(job, n256, SPECDEC_TILE(q6_k_tile)); return true;
+    case DType::Q4_0: in_place_tiles(job, n32, SPECDEC_TILE(legacy_tile<false, false>)); return true;
+    case DType::Q4_1: in_place_tiles(job, n32, SPECDEC_TILE(legacy_tile<false, true>)); return true;
+    case DType::Q5_0: in_place_tiles(job, n32, SPECDEC_TILE(legacy_tile<true, false>)); return true;
+    case DType::Q5_1: in_place_tiles(job, n32, SPECDEC_TILE(legacy_tile<true, true>)); return true;
+    default: return false;  // Q2_K, Q3_K: the AVX2 tiles
+  }
+}
+#undef SPECDEC_TILE
 
 }  // namespace specdec::matmul_detail
