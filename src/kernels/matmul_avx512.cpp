@@ -5,9 +5,8 @@
 //  - float weights: one accumulator of 16 lanes, acc = fma(w, x, acc) per 16 values in order,
 //    the masked tail last; y = hsum(acc). Tiles of 4 weight rows x 6 activation rows (8 x 1
 //    when M = 1).
-//  - quantized weights: the tiled kernels' order (matmul_tiles_avx512.cpp for Q8_0, Q4_K, Q5_K,
-//    Q6_K, Q4_0, Q4_1, Q5_0 and Q5_1, matmul_tiles_avx2.cpp for Q2_K and Q3_K; the same bits as
-//    the AVX2 path).
+//  - quantized weights: the tiled kernels' order (matmul_tiles_avx512.cpp and
+//    matmul_tiles_small_avx512.cpp, every quantized type; the same bits as the AVX2 path).
 // GCC 12's AVX-512 headers build results from _mm512_undefined_*() and trip -Wuninitialized at
 // -O2 (GCC bug 105593, fixed in GCC 13); the warnings are about the headers, not this code.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -147,8 +146,8 @@ void float_range(const RangeJob& job) {
   }
 }
 
-// Quantized weights: Q8_0, Q4_K, Q5_K, Q6_K and the legacy 32-value types on the AVX-512 tiles
-// (16 weight rows per tile), Q2_K and Q3_K on the AVX2 tiles (8 rows per tile). Both read the blocks in place or,
+// Quantized weights: every type on the AVX-512 tiles (16 weight rows per tile); the AVX2 tiles
+// (8 rows per tile) only for a type without one. Both read the blocks in place or,
 // for a matrix repacked at load (Q8_0, Q4_K, Q5_K, Q6_K), the stored transposed 8-row tiles
 // (two per AVX-512 tile), and compute the same formulas, so every quantized type gives the
 // AVX2 path's bits here. (An

@@ -9,8 +9,8 @@
 //    AVX2 and AVX-512 use tiled kernels (matmul_tiles_avx2.cpp, matmul_tiles_avx512.cpp) that
 //    read the weight blocks in place, transposed so that one vector lane holds one weight row,
 //    and scale each block's exact integer dot product with one float step (AVX-512 has its own
-//    16-row tiles for Q8_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q5_1 and runs Q2_K and Q3_K
-//    on the AVX2 tiles: the same bits on both). The scalar path first decodes ("unpacks") every weight row into signed
+//    16-row tiles with the AVX2 tiles' formulas for every quantized type: the same bits on
+//    both). The scalar path first decodes ("unpacks") every weight row into signed
 //    8-bit values q and scales so that
 //        w[i] = scale16[i / 16] * q[i] + min16[i / 16]
 //    then  dot(w, x) ~= sum_lanes scale * d * (sum of 4 products q*a)  +  sum_g min16[g] * s16[g]

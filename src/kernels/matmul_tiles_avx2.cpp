@@ -36,8 +36,8 @@
 //     Q3_K: the Q6_K step with q - 4 and scale - 32;  Q2_K: the same plus the two groups' min
 //           terms (see q2_k_tile)
 //   y = acc.
-// These are the AVX-512 tiles' formulas, so both paths agree to the last bit for Q8_0, Q4_K,
-// Q5_K, Q6_K and the legacy types (the AVX-512 path runs Q2_K and Q3_K on these tiles).
+// These are the AVX-512 tiles' formulas (matmul_tiles_avx512.cpp, matmul_tiles_small_avx512.cpp),
+// so both paths agree to the last bit for every quantized type.
 #include <immintrin.h>
 
 #include <cstring>

@@ -1,7 +1,8 @@
-// AVX-512 VNNI matmul kernels for Q8_0, Q4_K, Q5_K, Q6_K and the legacy Q4_0 / Q4_1 / Q5_0 /
-// Q5_1 that read the quantized weight blocks in place (no unpacked copy), or the AVX2 path's repacked layouts (two stored 8-row tiles per
-// 16-row tile: the same vectors without the in-register transposes). Compiled with the AVX-512 flags; reached only through
-// matmul_range_avx512. Only raw pointers cross this file's boundary.
+// AVX-512 VNNI matmul kernels for Q8_0, Q4_K, Q5_K and Q6_K that read the quantized weight
+// blocks in place (no unpacked copy), or the AVX2 path's repacked layouts (two stored 8-row
+// tiles per 16-row tile: the same vectors without the in-register transposes); the other
+// quantized types' tiles are in matmul_tiles_small_avx512.cpp. Compiled with the AVX-512 flags;
+// reached only through matmul_range_avx512. Only raw pointers cross this file's boundary.
 //
 // Layout: a tile is 16 weight rows, one per vector lane. For each block of 32 weight values the
 // 16 rows' bytes are transposed in registers into 8 vectors v[k] whose lane L holds values
@@ -19,7 +20,7 @@
 //           acc = fma(f, da_b, acc)
 //     Q6_K: S0, S1 = sum((q - 32) * a) over the two groups of 16;
 //           f = fma(float(S0), d * sc_2b, float(S1) * (d * sc_2b+1)); acc = fma(f, da_b, acc)
-//     Q4_0 / Q5_0, Q4_1 / Q5_1: the AVX2 tiles' formulas (legacy_tile below)
+//     Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K: the AVX2 tiles' formulas (matmul_tiles_small_avx512.cpp)
 //   y = acc.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 AVX-512 headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -29,194 +30,12 @@
 #include <type_traits>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/matmul_tiles_avx512.h"
 #include "kernels/quant_blocks.h"
 
 namespace specdec::matmul_detail {
 
 namespace {
-
-constexpr int kLanes = 16;  // weight rows per tile
-
-inline int min_int(int a, int b) { return a < b ? a : b; }
-
-// Weight rows of one tile: row L of the tile at rows[L] (rows past the end repeat the last one).
-struct Tile {
-  const uint8_t* rows[kLanes];
-  // The next tile's bytes (the 16 rows after this one, contiguous) are prefetched in order,
-  // spread over this tile's n_steps block iterations: a tile reads 16 interleaved streams,
-  // which the hardware prefetchers follow poorly. Prefetches past the matrix are harmless.
-  const uint8_t* next = nullptr;
-  int64_t step_bytes = 0;  // bytes of the next tile prefetched per block iteration
-};
-
-// Prefetches the part of the next tile that belongs to block iteration `step`.
-inline void prefetch_next(const Tile& t, int64_t step) {
-  const char* p = reinterpret_cast<const char*>(t.next + step * t.step_bytes);
-  for (int64_t i = 0; i < t.step_bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T2);
-}
-
-Tile make_tile(const WeightMatrix& w, int64_t o0, int n_valid, int64_t n_steps) {
-  Tile t;
-  t.next = static_cast<const uint8_t*>(w.data) + (o0 + kLanes) * static_cast<int64_t>(w.row_bytes);
-  const int64_t lines = (kLanes * static_cast<int64_t>(w.row_bytes) + 63) / 64;
-  t.step_bytes = 64 * ((lines + n_steps - 1) / n_steps);
-  const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  #pragma GCC unroll 16
-  for (int L = 0; L < kLanes; ++L) {
-    const int64_t o = o0 + min_int(L, n_valid - 1);
-    t.rows[L] = base + o * static_cast<int64_t>(w.row_bytes);
-  }
-  return t;
-}
-
-// Lane l (128-bit) of the result holds the 16 bytes at rows[4l + g] + off.
-inline __m512i load_column(const Tile& t, int g, int64_t off) {
-  __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[g] + off)));
-  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[4 + g] + off)), 1);
-  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[8 + g] + off)), 2);
-  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[12 + g] + off)), 3);
-  return v;
-}
-
-// The 16 bytes at offset `off` of every row, transposed: y[k] lane L = bytes 4k..4k+3 of row L.
-inline void load_transposed16(const Tile& t, int64_t off, __m512i* y) {
-  const __m512i x0 = load_column(t, 0, off), x1 = load_column(t, 1, off);
-  const __m512i x2 = load_column(t, 2, off), x3 = load_column(t, 3, off);
-  const __m512i t0 = _mm512_unpacklo_epi32(x0, x1), t1 = _mm512_unpackhi_epi32(x0, x1);
-  const __m512i t2 = _mm512_unpacklo_epi32(x2, x3), t3 = _mm512_unpackhi_epi32(x2, x3);
-  y[0] = _mm512_unpacklo_epi64(t0, t2);
-  y[1] = _mm512_unpackhi_epi64(t0, t2);
-  y[2] = _mm512_unpacklo_epi64(t1, t3);
-  y[3] = _mm512_unpackhi_epi64(t1, t3);
-}
-
-// 16 binary16 values, one per row, from the low (shift 0) or high (shift 16) half of the
-// dword at rows[L] + off.
-inline __m512 gather_half(const Tile& t, int64_t off, int shift) {
-  alignas(32) uint16_t h[kLanes];
-  #pragma GCC unroll 16
-  for (int L = 0; L < kLanes; ++L) std::memcpy(&h[L], t.rows[L] + off + shift / 8, 2);
-  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
-}
-
-// The 16 little-endian dwords at rows[L] + off, one per lane.
-inline __m512i gather_dword(const Tile& t, int64_t off) {
-  alignas(64) uint32_t w[kLanes];
-  #pragma GCC unroll 16
-  for (int L = 0; L < kLanes; ++L) std::memcpy(&w[L], t.rows[L] + off, 4);
-  return _mm512_load_si512(w);
-}
-
-// ---- The same accessors over the AVX2 path's repacked layouts (matmul_internal.h), which
-// store the transposed vectors of 8-row tiles: a 16-row tile is two consecutive 8-row tiles
-// (lanes 0-7 and 8-15), so each transposed vector is two aligned 32-byte loads and one insert
-// instead of four 16-byte loads, three inserts and two unpack stages. Offsets passed in are
-// the file's (b * 34 + ... or s * kBlock + ...), as for the in-place Tile.
-inline __m512i join_halves(const uint8_t* lo, const uint8_t* hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(lo))),
-                            _mm256_load_si256(reinterpret_cast<const __m256i*>(hi)), 1);
-}
-
-inline __m512 halves16(const uint8_t* lo, const uint8_t* hi) {  // 8 binary16 at lo, 8 at hi
-  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lo))),
-                                            _mm_load_si128(reinterpret_cast<const __m128i*>(hi)), 1);
-  return _mm512_cvtph_ps(h);
-}
-
-// A Q8_0Tiles8 matrix: rows 0-7 at lo, rows 8-15 at hi (= lo past n_out: lanes 8-15 unused).
-// The next 16 rows (contiguous after hi) are prefetched as the in-place Tile does: spread
-// over the tile's block iterations, into the outer caches.
-struct Q8PairTile {
-  const uint8_t* lo = nullptr;
-  const uint8_t* hi = nullptr;
-  const uint8_t* next = nullptr;
-  int64_t step_bytes = 0;  // bytes of the next 16 rows prefetched per block iteration
-};
-
-template <typename PairTile>
-inline void prefetch_next(const PairTile& t, int64_t step) {
-  const char* p = reinterpret_cast<const char*>(t.next + step * t.step_bytes);
-  for (int64_t i = 0; i < t.step_bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T2);
-}
-
-// off = b * 34 + 2 + 16 h: vectors 4h..4h+3 of block b.
-inline void load_transposed16(const Q8PairTile& t, int64_t off, __m512i* y) {
-  const int64_t b = off / 34, h = (off - 34 * b - 2) / 16;
-  const int64_t at = (b / 2) * kQ8PairBytes + 32 + (b % 2) * 256 + 128 * h;
-  #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) y[k] = join_halves(t.lo + at + 32 * k, t.hi + at + 32 * k);
-}
-
-// off = b * 34, shift 0: block b's 16 scales.
-inline __m512 gather_half(const Q8PairTile& t, int64_t off, int /*shift*/) {
-  const int64_t b = off / 34, at = (b / 2) * kQ8PairBytes + (b % 2) * 16;
-  return halves16(t.lo + at, t.hi + at);
-}
-
-// A Chunks16Tiles8 matrix (Q4_K, Q6_K) with kBlock-byte super-blocks.
-template <int64_t kBlock>
-struct ChunkPairTile {
-  static constexpr int64_t kStride = chunk16_block_bytes(kBlock);  // bytes per super-block
-  static constexpr int64_t kChunks = kBlock / 16;
-  const uint8_t* lo = nullptr;
-  const uint8_t* hi = nullptr;
-  const uint8_t* next = nullptr;  // as Q8PairTile
-  int64_t step_bytes = 0;
-};
-
-// off: a multiple of 16 below 16 * kChunks within its super-block.
-template <int64_t kBlock>
-inline void load_transposed16(const ChunkPairTile<kBlock>& t, int64_t off, __m512i* y) {
-  const int64_t s = off / kBlock, c = (off - s * kBlock) / 16;
-  const int64_t at = s * ChunkPairTile<kBlock>::kStride + 128 * c;
-  #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) y[k] = join_halves(t.lo + at + 32 * k, t.hi + at + 32 * k);
-}
-
-// The binary16 value at byte off + shift / 8 of every row, which must lie in the tail.
-template <int64_t kBlock>
-inline __m512 gather_half(const ChunkPairTile<kBlock>& t, int64_t off, int shift) {
-  using T = ChunkPairTile<kBlock>;
-  const int64_t s = off / kBlock, u = (off - s * kBlock + shift / 8 - 16 * T::kChunks) / 2;
-  const int64_t at = s * T::kStride + 128 * T::kChunks + 16 * u;
-  return halves16(t.lo + at, t.hi + at);
-}
-
-// acc += dot4(w (u8), the 4 int8 values at a broadcast to every lane). The activations are
-// an embedded-broadcast memory operand (GCC does not fold the broadcast into vpdpbusd itself).
-inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* a) {
-  __asm__("vpdpbusd %[a]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [a] "m"(*reinterpret_cast<const int32_t*>(a)));
-  return acc;
-}
-
-// Integer dot products of one activation block (32 values at a) with the 8 transposed weight
-// vectors, starting from init. Two chains (even and odd k) for latency; integer sums are exact.
-inline __m512i block_dot(const __m512i* v, const int8_t* a, __m512i init) {
-  __m512i s0 = dpbusd_bcast(init, v[0], a);
-  __m512i s1 = dpbusd_bcast(_mm512_setzero_si512(), v[1], a + 4);
-  s0 = dpbusd_bcast(s0, v[2], a + 8);
-  s1 = dpbusd_bcast(s1, v[3], a + 12);
-  s0 = dpbusd_bcast(s0, v[4], a + 16);
-  s1 = dpbusd_bcast(s1, v[5], a + 20);
-  s0 = dpbusd_bcast(s0, v[6], a + 24);
-  s1 = dpbusd_bcast(s1, v[7], a + 28);
-  return _mm512_add_epi32(s0, s1);
-}
-
-// Integer dot products of 16 activation values with 4 weight vectors (one group of 16).
-inline __m512i group_dot(const __m512i* v, const int8_t* a, __m512i init) {
-  __m512i s0 = dpbusd_bcast(init, v[0], a);
-  __m512i s1 = dpbusd_bcast(_mm512_setzero_si512(), v[1], a + 4);
-  s0 = dpbusd_bcast(s0, v[2], a + 8);
-  s1 = dpbusd_bcast(s1, v[3], a + 12);
-  return _mm512_add_epi32(s0, s1);
-}
-
-void store_outputs(const __m512* acc, const RowBlock& rb, float* y, int64_t n_out, int64_t o0, int n_valid) {
-  const __mmask16 m = static_cast<__mmask16>((1u << n_valid) - 1u);
-  for (int r = 0; r < rb.R; ++r) _mm512_mask_storeu_ps(y + (rb.r0 + r) * n_out + o0, m, acc[r]);
-}
-
 // ---- Q8_0: blocks of 34 bytes (binary16 d, 32 int8 q)
 template <typename TileT>
 void q8_0_tile(const TileT& t, int64_t n_blocks, const RowBlock& rb, __m512* acc) {
@@ -295,61 +114,6 @@ void q45_k_tile(const TileT& t, int64_t n_super, const RowBlock& rb, __m512* acc
           const __m512 f = _mm512_fmadd_ps(wm, _mm512_set1_ps(rb.sum32(r, b)), _mm512_mul_ps(_mm512_cvtepi32_ps(sdot), ws));
           acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(rb.da(r, b)), acc[r]);
         }
-      }
-    }
-  }
-}
-
-// ---- The legacy 32-value blocks (matmul_tiles_avx2.cpp's legacy_tile, the same formulas and
-// so the same bits): binary16 d, for Q4_1/Q5_1 binary16 m, for Q5_0/Q5_1 qh (bit j: the fifth
-// bit of value j), 16 bytes of nibbles (values 0..15 low, 16..31 high).
-//   Q4_0, Q5_0: S = sum(q * a_b) - 8 (16) * sum(a_b); acc = fma(float(S) * da_b, d, acc)
-//   Q4_1, Q5_1: S = sum(q * a_b); f = fma(m, float(sum a_b), float(S) * d); acc = fma(f, da_b, acc)
-// The fifth bits of v[k] (values 4k..4k+3) are bits 4(k % 2)..+3 of qh byte k / 2: that byte
-// is copied to the 4 bytes of its dword, each byte tests its own bit, and the set ones get 16.
-template <bool kFiveBit, bool kMin>
-void legacy_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m512* acc) {
-  using Block = std::conditional_t<kFiveBit, std::conditional_t<kMin, quant::BlockQ5_1, quant::BlockQ5_0>,
-                                   std::conditional_t<kMin, quant::BlockQ4_1, quant::BlockQ4_0>>;
-  constexpr int64_t kQhOffset = kMin ? 4 : 2;                    // offsetof(Block, qh)
-  constexpr int64_t kQsOffset = kQhOffset + (kFiveBit ? 4 : 0);  // offsetof(Block, qs)
-  constexpr int kNegSumDivisor = kFiveBit ? 8 : 16;              // -128 sum(a) / this = -offset * sum(a)
-  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
-  const __m512i bit_lo = _mm512_set1_epi32(0x08040201), bit_hi = _mm512_set1_epi32(static_cast<int>(0x80402010u));
-  // shuffle control: byte i of dword j (of each 128-bit lane) <- byte 4j + k/2; k/2 added below
-  const __m512i dword_base = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C));
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const int64_t off = b * static_cast<int64_t>(sizeof(Block));
-    prefetch_next(t, b);
-    __m512i raw[4], v[8];
-    load_transposed16(t, off + kQsOffset, raw);
-    #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      v[k] = _mm512_and_si512(raw[k], low4);
-      v[4 + k] = _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), low4);
-    }
-    if constexpr (kFiveBit) {
-      const __m512i qh = gather_dword(t, off + kQhOffset);
-      #pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-        const __m512i byte = _mm512_shuffle_epi8(qh, _mm512_add_epi8(dword_base, _mm512_set1_epi8(static_cast<char>(k / 2))));
-        const __mmask64 set = _mm512_test_epi8_mask(byte, k % 2 == 0 ? bit_lo : bit_hi);
-        v[k] = _mm512_mask_add_epi8(v[k], set, v[k], bit4);  // bit 4 is clear: + 16 = | 16
-      }
-    }
-    if constexpr (kMin) {
-      const __m512 d = gather_half(t, off, 0), m = gather_half(t, off, 16);
-      for (int r = 0; r < rb.R; ++r) {
-        const __m512i sdot = block_dot(v, rb.values(r) + 32 * b, _mm512_setzero_si512());
-        const __m512 f = _mm512_fmadd_ps(m, _mm512_set1_ps(rb.sum32(r, b)), _mm512_mul_ps(_mm512_cvtepi32_ps(sdot), d));
-        acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(rb.da(r, b)), acc[r]);
-      }
-    } else {
-      const __m512 d = gather_half(t, off, 0);
-      for (int r = 0; r < rb.R; ++r) {
-        const __m512i s = block_dot(v, rb.values(r) + 32 * b, _mm512_set1_epi32(rb.neg128_sum32(r, b) / kNegSumDivisor));
-        const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(rb.da(r, b)));
-        acc[r] = _mm512_fmadd_ps(f, d, acc[r]);
       }
     }
   }
@@ -440,31 +204,6 @@ void pair_tiles(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileF
 
 }  // namespace
 
-namespace {
-
-// Weights read in place: 16-row tiles over the file's rows. One instantiation per type, each
-// with its tile body inlined (TileFn is a lambda), so no type's loop pays for another's code.
-template <typename TileFn>
-void in_place_tiles(const RangeJob& job, int64_t n_steps, TileFn tile_fn) {
-  const WeightMatrix& w = *job.w;
-  __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
-  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
-    const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    const Tile t = make_tile(w, o0, n_valid, n_steps);
-    for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
-      const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
-      for (int r = 0; r < rb.R; ++r) acc[r] = _mm512_setzero_ps();
-      tile_fn(t, n_steps, rb, acc);
-      store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
-    }
-  }
-}
-
-// A tile function as a lambda (its type names the function, so callers inline it).
-#define SPECDEC_TILE(...) [](const auto& t, int64_t n, const RowBlock& rb, __m512* acc) { __VA_ARGS__(t, n, rb, acc); }
-
-}  // namespace
-
 bool matmul_range_tiled_avx512(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const int64_t n32 = w.n_in / 32, n256 = w.n_in / 256;  // block iterations: 32-value blocks, super-blocks
@@ -492,11 +231,7 @@ bool matmul_range_tiled_avx512(const RangeJob& job) {
     case DType::Q4_K: in_place_tiles(job, n256, SPECDEC_TILE(q45_k_tile<false>)); return true;
     case DType::Q5_K: in_place_tiles(job, n256, SPECDEC_TILE(q45_k_tile<true>)); return true;
     case DType::Q6_K: in_place_tiles(job, n256, SPECDEC_TILE(q6_k_tile)); return true;
-    case DType::Q4_0: in_place_tiles(job, n32, SPECDEC_TILE(legacy_tile<false, false>)); return true;
-    case DType::Q4_1: in_place_tiles(job, n32, SPECDEC_TILE(legacy_tile<false, true>)); return true;
-    case DType::Q5_0: in_place_tiles(job, n32, SPECDEC_TILE(legacy_tile<true, false>)); return true;
-    case DType::Q5_1: in_place_tiles(job, n32, SPECDEC_TILE(legacy_tile<true, true>)); return true;
-    default: return false;  // Q2_K, Q3_K: the AVX2 tiles
+    default: return matmul_range_tiled_small_avx512(job);  // the legacy types, Q2_K, Q3_K
   }
 }
 #undef SPECDEC_TILE

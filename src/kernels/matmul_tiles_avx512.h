@@ -1,0 +1,232 @@
+// kernels/matmul_tiles_avx512.h — what the AVX-512 tile files share (matmul_tiles_avx512.cpp:
+// Q8_0, Q4_K, Q5_K, Q6_K and the repacked layouts; matmul_tiles_small_avx512.cpp: the legacy
+// 32-value types, Q2_K and Q3_K): the 16-row Tile over the file's rows and its accessors, the
+// pair tiles over the AVX2 path's repacked layouts, the VNNI dot products and the in-place tile
+// loop. Include only from translation units compiled with the AVX-512 flags: everything here
+// has internal linkage, so no copy built with wide-ISA flags can serve another file.
+//
+// Layout: a tile is 16 weight rows, one per vector lane. For each block of 32 weight values the
+// 16 rows' bytes are transposed in registers into 8 vectors v[k] whose lane L holds values
+// 4k..4k+3 of row L; each activation row then needs, per block, 8 vpdpbusd with its 4 values
+// broadcast: lane L accumulates exactly the integer dot product of row L's block.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/matmul_internal.h"
+
+namespace specdec::matmul_detail {
+
+// The legacy types, Q2_K and Q3_K read in place (matmul_tiles_small_avx512.cpp); false for
+// other types. Called by matmul_range_tiled_avx512.
+bool matmul_range_tiled_small_avx512(const RangeJob& job);
+
+namespace {
+
+constexpr int kLanes = 16;  // weight rows per tile
+
+inline int min_int(int a, int b) { return a < b ? a : b; }
+
+// Weight rows of one tile: row L of the tile at rows[L] (rows past the end repeat the last one).
+struct Tile {
+  const uint8_t* rows[kLanes];
+  // The next tile's bytes (the 16 rows after this one, contiguous) are prefetched in order,
+  // spread over this tile's n_steps block iterations: a tile reads 16 interleaved streams,
+  // which the hardware prefetchers follow poorly. Prefetches past the matrix are harmless.
+  const uint8_t* next = nullptr;
+  int64_t step_bytes = 0;  // bytes of the next tile prefetched per block iteration
+};
+
+// Prefetches the part of the next tile that belongs to block iteration `step`.
+inline void prefetch_next(const Tile& t, int64_t step) {
+  const char* p = reinterpret_cast<const char*>(t.next + step * t.step_bytes);
+  for (int64_t i = 0; i < t.step_bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T2);
+}
+
+Tile make_tile(const WeightMatrix& w, int64_t o0, int n_valid, int64_t n_steps) {
+  Tile t;
+  t.next = static_cast<const uint8_t*>(w.data) + (o0 + kLanes) * static_cast<int64_t>(w.row_bytes);
+  const int64_t lines = (kLanes * static_cast<int64_t>(w.row_bytes) + 63) / 64;
+  t.step_bytes = 64 * ((lines + n_steps - 1) / n_steps);
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  #pragma GCC unroll 16
+  for (int L = 0; L < kLanes; ++L) {
+    const int64_t o = o0 + min_int(L, n_valid - 1);
+    t.rows[L] = base + o * static_cast<int64_t>(w.row_bytes);
+  }
+  return t;
+}
+
+// Lane l (128-bit) of the result holds the 16 bytes at rows[4l + g] + off.
+inline __m512i load_column(const Tile& t, int g, int64_t off) {
+  __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[g] + off)));
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[4 + g] + off)), 1);
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[8 + g] + off)), 2);
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[12 + g] + off)), 3);
+  return v;
+}
+
+// The 16 bytes at offset `off` of every row, transposed: y[k] lane L = bytes 4k..4k+3 of row L.
+inline void load_transposed16(const Tile& t, int64_t off, __m512i* y) {
+  const __m512i x0 = load_column(t, 0, off), x1 = load_column(t, 1, off);
+  const __m512i x2 = load_column(t, 2, off), x3 = load_column(t, 3, off);
+  const __m512i t0 = _mm512_unpacklo_epi32(x0, x1), t1 = _mm512_unpackhi_epi32(x0, x1);
+  const __m512i t2 = _mm512_unpacklo_epi32(x2, x3), t3 = _mm512_unpackhi_epi32(x2, x3);
+  y[0] = _mm512_unpacklo_epi64(t0, t2);
+  y[1] = _mm512_unpackhi_epi64(t0, t2);
+  y[2] = _mm512_unpacklo_epi64(t1, t3);
+  y[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// 16 binary16 values, one per row, from the low (shift 0) or high (shift 16) half of the
+// dword at rows[L] + off.
+inline __m512 gather_half(const Tile& t, int64_t off, int shift) {
+  alignas(32) uint16_t h[kLanes];
+  #pragma GCC unroll 16
+  for (int L = 0; L < kLanes; ++L) std::memcpy(&h[L], t.rows[L] + off + shift / 8, 2);
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+}
+
+// The 16 little-endian dwords at rows[L] + off, one per lane.
+inline __m512i gather_dword(const Tile& t, int64_t off) {
+  alignas(64) uint32_t w[kLanes];
+  #pragma GCC unroll 16
+  for (int L = 0; L < kLanes; ++L) std::memcpy(&w[L], t.rows[L] + off, 4);
+  return _mm512_load_si512(w);
+}
+
+// ---- The same accessors over the AVX2 path's repacked layouts (matmul_internal.h), which
+// store the transposed vectors of 8-row tiles: a 16-row tile is two consecutive 8-row tiles
+// (lanes 0-7 and 8-15), so each transposed vector is two aligned 32-byte loads and one insert
+// instead of four 16-byte loads, three inserts and two unpack stages. Offsets passed in are
+// the file's (b * 34 + ... or s * kBlock + ...), as for the in-place Tile.
+inline __m512i join_halves(const uint8_t* lo, const uint8_t* hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(lo))),
+                            _mm256_load_si256(reinterpret_cast<const __m256i*>(hi)), 1);
+}
+
+inline __m512 halves16(const uint8_t* lo, const uint8_t* hi) {  // 8 binary16 at lo, 8 at hi
+  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lo))),
+                                            _mm_load_si128(reinterpret_cast<const __m128i*>(hi)), 1);
+  return _mm512_cvtph_ps(h);
+}
+
+// A Q8_0Tiles8 matrix: rows 0-7 at lo, rows 8-15 at hi (= lo past n_out: lanes 8-15 unused).
+// The next 16 rows (contiguous after hi) are prefetched as the in-place Tile does: spread
+// over the tile's block iterations, into the outer caches.
+struct Q8PairTile {
+  const uint8_t* lo = nullptr;
+  const uint8_t* hi = nullptr;
+  const uint8_t* next = nullptr;
+  int64_t step_bytes = 0;  // bytes of the next 16 rows prefetched per block iteration
+};
+
+template <typename PairTile>
+inline void prefetch_next(const PairTile& t, int64_t step) {
+  const char* p = reinterpret_cast<const char*>(t.next + step * t.step_bytes);
+  for (int64_t i = 0; i < t.step_bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T2);
+}
+
+// off = b * 34 + 2 + 16 h: vectors 4h..4h+3 of block b.
+inline void load_transposed16(const Q8PairTile& t, int64_t off, __m512i* y) {
+  const int64_t b = off / 34, h = (off - 34 * b - 2) / 16;
+  const int64_t at = (b / 2) * kQ8PairBytes + 32 + (b % 2) * 256 + 128 * h;
+  #pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) y[k] = join_halves(t.lo + at + 32 * k, t.hi + at + 32 * k);
+}
+
+// off = b * 34, shift 0: block b's 16 scales.
+inline __m512 gather_half(const Q8PairTile& t, int64_t off, int /*shift*/) {
+  const int64_t b = off / 34, at = (b / 2) * kQ8PairBytes + (b % 2) * 16;
+  return halves16(t.lo + at, t.hi + at);
+}
+
+// A Chunks16Tiles8 matrix (Q4_K, Q6_K) with kBlock-byte super-blocks.
+template <int64_t kBlock>
+struct ChunkPairTile {
+  static constexpr int64_t kStride = chunk16_block_bytes(kBlock);  // bytes per super-block
+  static constexpr int64_t kChunks = kBlock / 16;
+  const uint8_t* lo = nullptr;
+  const uint8_t* hi = nullptr;
+  const uint8_t* next = nullptr;  // as Q8PairTile
+  int64_t step_bytes = 0;
+};
+
+// off: a multiple of 16 below 16 * kChunks within its super-block.
+template <int64_t kBlock>
+inline void load_transposed16(const ChunkPairTile<kBlock>& t, int64_t off, __m512i* y) {
+  const int64_t s = off / kBlock, c = (off - s * kBlock) / 16;
+  const int64_t at = s * ChunkPairTile<kBlock>::kStride + 128 * c;
+  #pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) y[k] = join_halves(t.lo + at + 32 * k, t.hi + at + 32 * k);
+}
+
+// The binary16 value at byte off + shift / 8 of every row, which must lie in the tail.
+template <int64_t kBlock>
+inline __m512 gather_half(const ChunkPairTile<kBlock>& t, int64_t off, int shift) {
+  using T = ChunkPairTile<kBlock>;
+  const int64_t s = off / kBlock, u = (off - s * kBlock + shift / 8 - 16 * T::kChunks) / 2;
+  const int64_t at = s * T::kStride + 128 * T::kChunks + 16 * u;
+  return halves16(t.lo + at, t.hi + at);
+}
+
+// acc += dot4(w (u8), the 4 int8 values at a broadcast to every lane). The activations are
+// an embedded-broadcast memory operand (GCC does not fold the broadcast into vpdpbusd itself).
+inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* a) {
+  __asm__("vpdpbusd %[a]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [a] "m"(*reinterpret_cast<const int32_t*>(a)));
+  return acc;
+}
+
+// Integer dot products of one activation block (32 values at a) with the 8 transposed weight
+// vectors, starting from init. Two chains (even and odd k) for latency; integer sums are exact.
+inline __m512i block_dot(const __m512i* v, const int8_t* a, __m512i init) {
+  __m512i s0 = dpbusd_bcast(init, v[0], a);
+  __m512i s1 = dpbusd_bcast(_mm512_setzero_si512(), v[1], a + 4);
+  s0 = dpbusd_bcast(s0, v[2], a + 8);
+  s1 = dpbusd_bcast(s1, v[3], a + 12);
+  s0 = dpbusd_bcast(s0, v[4], a + 16);
+  s1 = dpbusd_bcast(s1, v[5], a + 20);
+  s0 = dpbusd_bcast(s0, v[6], a + 24);
+  s1 = dpbusd_bcast(s1, v[7], a + 28);
+  return _mm512_add_epi32(s0, s1);
+}
+
+// Integer dot products of 16 activation values with 4 weight vectors (one group of 16).
+inline __m512i group_dot(const __m512i* v, const int8_t* a, __m512i init) {
+  __m512i s0 = dpbusd_bcast(init, v[0], a);
+  __m512i s1 = dpbusd_bcast(_mm512_setzero_si512(), v[1], a + 4);
+  s0 = dpbusd_bcast(s0, v[2], a + 8);
+  s1 = dpbusd_bcast(s1, v[3], a + 12);
+  return _mm512_add_epi32(s0, s1);
+}
+
+void store_outputs(const __m512* acc, const RowBlock& rb, float* y, int64_t n_out, int64_t o0, int n_valid) {
+  const __mmask16 m = static_cast<__mmask16>((1u << n_valid) - 1u);
+  for (int r = 0; r < rb.R; ++r) _mm512_mask_storeu_ps(y + (rb.r0 + r) * n_out + o0, m, acc[r]);
+}
+
+// Weights read in place: 16-row tiles over the file's rows. One instantiation per type, each
+// with its tile body inlined (TileFn is a lambda), so no type's loop pays for another's code.
+template <typename TileFn>
+void in_place_tiles(const RangeJob& job, int64_t n_steps, TileFn tile_fn) {
+  const WeightMatrix& w = *job.w;
+  __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
+  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
+    const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
+    const Tile t = make_tile(w, o0, n_valid, n_steps);
+    for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
+      const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
+      for (int r = 0; r < rb.R; ++r) acc[r] = _mm512_setzero_ps();
+      tile_fn(t, n_steps, rb, acc);
+      store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
+    }
+  }
+}
+
+// A tile function as a lambda (its type names the function, so callers inline it).
+#define SPECDEC_TILE(...) [](const auto& t, int64_t n, const RowBlock& rb, __m512* acc) { __VA_ARGS__(t, n, rb, acc); }
+
+}  // namespace
+}  // namespace specdec::matmul_detail
