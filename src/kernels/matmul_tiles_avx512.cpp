@@ -44,8 +44,7 @@ void q8_0_tile(const TileT& t, int64_t n_blocks, const RowBlock& rb, __m512* acc
     const int64_t off = b * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
     prefetch_next(t, b);
     __m512i v[8];
-    load_transposed16(t, off + 2, v);
-    load_transposed16(t, off + 18, v + 4);
+    load_transposed32(t, off + 2, v);
     #pragma GCC unroll 16
     for (int k = 0; k < 8; ++k) v[k] = _mm512_xor_si512(v[k], bias);  // q + 128 as u8
     const __m512 d = gather_half(t, off, 0);
@@ -83,14 +82,12 @@ void q45_k_tile(const TileT& t, int64_t n_super, const RowBlock& rb, __m512* acc
                                          _mm512_and_si512(_mm512_srli_epi32(h[2], 2), m45));
     __m512i qh[8];  // Q5_K: qh[k] lane L = qh bytes 4k..4k+3 of row L (values 4k..4k+3 of each sub-block)
     if constexpr (kFiveBit) {
-      load_transposed16(t, sb + 16, qh);
-      load_transposed16(t, sb + 32, qh + 4);
+      load_transposed32(t, sb + 16, qh);
     }
     #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {  // 64 values: sub-blocks 2j (low nibbles) and 2j + 1 (high)
       __m512i raw[8];
-      load_transposed16(t, sb + kQsOffset + 32 * j, raw);
-      load_transposed16(t, sb + kQsOffset + 16 + 32 * j, raw + 4);
+      load_transposed32(t, sb + kQsOffset + 32 * j, raw);
       #pragma GCC unroll 16
       for (int half = 0; half < 2; ++half) {
         const int sub = 2 * j + half;
@@ -135,12 +132,9 @@ void q6_k_tile(const TileT& t, int64_t n_super, const RowBlock& rb, __m512* acc)
     #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       __m512i ql_a[8], ql_c[8], qh[8];
-      load_transposed16(t, sb + 64 * n, ql_a);
-      load_transposed16(t, sb + 64 * n + 16, ql_a + 4);
-      load_transposed16(t, sb + 64 * n + 32, ql_c);
-      load_transposed16(t, sb + 64 * n + 48, ql_c + 4);
-      load_transposed16(t, sb + 128 + 32 * n, qh);
-      load_transposed16(t, sb + 144 + 32 * n, qh + 4);
+      load_transposed32(t, sb + 64 * n, ql_a);
+      load_transposed32(t, sb + 64 * n + 32, ql_c);
+      load_transposed32(t, sb + 128 + 32 * n, qh);
       #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
         __m512i v[8];

@@ -172,6 +172,14 @@ inline __m512 gather_half(const ChunkPairTile<kBlock>& t, int64_t off, int shift
   return halves16(t.lo + at, t.hi + at);
 }
 
+// The 32 bytes at offset `off` of every row of any tile above, transposed: y[k] lane L = bytes
+// 4k..4k+3 of row L (two load_transposed16).
+template <typename TileT>
+inline void load_transposed32(const TileT& t, int64_t off, __m512i* y) {
+  load_transposed16(t, off, y);
+  load_transposed16(t, off + 16, y + 4);
+}
+
 // acc += dot4(w (u8), the 4 int8 values at a broadcast to every lane). The activations are
 // an embedded-broadcast memory operand (GCC does not fold the broadcast into vpdpbusd itself).
 inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* a) {

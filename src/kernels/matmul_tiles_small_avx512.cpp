@@ -112,13 +112,11 @@ void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) 
     sc[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(aux1, 4), m4),
                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(aux2, 6), m2), 4));
     __m512i hm[8];  // hm[k] lane L: hmask bytes 4k..4k+3 of row L
-    load_transposed16(t, sb, hm);
-    load_transposed16(t, sb + 16, hm + 4);
+    load_transposed32(t, sb, hm);
     #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       __m512i qs[8];
-      load_transposed16(t, sb + 32 + 32 * n, qs);
-      load_transposed16(t, sb + 48 + 32 * n, qs + 4);
+      load_transposed32(t, sb + 32 + 32 * n, qs);
       #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
         __m512i v[8];
@@ -154,8 +152,7 @@ void q2_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) 
     #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       __m512i qs[8];
-      load_transposed16(t, sb + 16 + 32 * n, qs);
-      load_transposed16(t, sb + 32 + 32 * n, qs + 4);
+      load_transposed32(t, sb + 16 + 32 * n, qs);
       #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
         __m512i v[8];
