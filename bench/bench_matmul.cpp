@@ -134,6 +134,57 @@ void bm_matmul(benchmark::State& state, DType type, int64_t n_out, int64_t n_in,
   state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
 }
 
+// The matmul calls of a 1B forward of M rows, 16 layers of distinct (repacked) weights of one
+// type: per layer the q/k/v group, o, the gate/up group and down, as the model issues them.
+// Without the norms, attention and the output layer, so the gap to one large matmul's GB/s is
+// the cost of many short calls (thread hand-offs, ramp-up of each new weight stream).
+void bm_layer_calls(benchmark::State& state, DType type, int M) {
+  constexpr int kLayers = 16;
+  const int64_t shapes[5][2] = {{2048, 2048}, {512, 2048}, {8192, 2048}, {2048, 8192}};  // q and o, k and v, gate and up, down
+  struct Layer {
+    std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> buffers;
+    WeightMatrix q, k, v, o, gate, up, down;
+  };
+  std::vector<Layer> layers(kLayers);
+  double bytes = 0.0;
+  auto copy_of = [&](Layer& layer, int shape) {
+    WeightMatrix w = weights(type, shapes[shape][0], shapes[shape][1]).w;
+    bytes += static_cast<double>(w.row_bytes) * static_cast<double>(w.n_out);
+    const size_t n_bytes = repacked_bytes(w) > 0 ? repacked_bytes(w) : w.row_bytes * static_cast<size_t>(w.n_out);
+    layer.buffers.emplace_back(static_cast<uint8_t*>(std::aligned_alloc(64, (n_bytes + 63) / 64 * 64)), &std::free);
+    uint8_t* dst = layer.buffers.back().get();
+    if (repacked_bytes(w) > 0) {
+      std::memset(dst, 0, n_bytes);
+      return repack_rows(w, 0, w.n_out, dst);
+    }
+    std::memcpy(dst, w.data, n_bytes);
+    w.data = dst;
+    return w;
+  };
+  for (Layer& l : layers) {
+    l.q = copy_of(l, 0), l.k = copy_of(l, 1), l.v = copy_of(l, 1), l.o = copy_of(l, 0);
+    l.gate = copy_of(l, 2), l.up = copy_of(l, 2), l.down = copy_of(l, 3);
+  }
+  std::vector<float> x(static_cast<size_t>(M) * 8192);                      // (M, 8192) every call's input
+  std::vector<float> y0(static_cast<size_t>(M) * 8192), y1(y0.size()), y2(y0.size());  // (M, n_out) outputs
+  Rng rng(7);
+  for (auto& e : x) e = static_cast<float>(rng.uniform()) * 2.0f - 1.0f;
+  for (auto _ : state) {
+    for (const Layer& l : layers) {
+      const MatmulOutput qkv[3] = {{&l.q, y0.data()}, {&l.k, y1.data()}, {&l.v, y2.data()}};
+      matmul_group(qkv, 3, x.data(), M, &pool());
+      matmul(l.o, x.data(), M, y0.data(), &pool());
+      const MatmulOutput gate_up[2] = {{&l.gate, y0.data()}, {&l.up, y1.data()}};
+      matmul_group(gate_up, 2, x.data(), M, &pool());
+      matmul(l.down, x.data(), M, y2.data(), &pool());
+    }
+    benchmark::DoNotOptimize(y2.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
+}
+
 // Attention of M chained rows (a verify chain: row r also sees rows 0..r-1 as extras) over a
 // cached prefix of n_prefix keys, 1B shape (32 heads, 8 kv heads, head_dim 64), F32 or F16 K/V.
 void bm_attention(benchmark::State& state, int n_prefix, int M, DType kv_type) {
@@ -233,11 +284,13 @@ int main(int argc, char** argv) {
   const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                          DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   // {n_out, n_in}: the 1B shape's matrices, plus 256x2048 whose weights stay in L2 (compute cost
-  // without the memory wall: the steadiest signal for kernel changes on a busy machine).
-  const int64_t shapes[][2] = {{2048, 2048}, {8192, 2048}, {2048, 8192}, {256, 2048}};
+  // without the memory wall: the steadiest signal for kernel changes on a busy machine), and
+  // the 1B output matrix 32000x2048, larger than a 32 MiB L3 in every type but Q2_K and Q3_K
+  // (M = 1 streams it from memory, like decode).
+  const int64_t shapes[][2] = {{2048, 2048}, {8192, 2048}, {2048, 8192}, {256, 2048}, {32000, 2048}};
   for (DType type : types) {
     for (const auto& shape : shapes) {
-      for (int M : {1, 5, 9, 17}) {
+      for (int M : {1, 5, 9, 17, 32, 64}) {  // 64: prefill's chunk
         const std::string name = std::string("matmul/") + dtype_name(type) + "/" + std::to_string(shape[0]) + "x" +
                                  std::to_string(shape[1]) + "/M:" + std::to_string(M);
         benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, shape[0], shape[1], M, false)
@@ -252,6 +305,12 @@ int main(int argc, char** argv) {
               ->UseRealTime();
         }
       }
+    }
+  }
+  for (DType type : {DType::Q8_0, DType::Q4_K, DType::F16}) {
+    for (int M : {1, 9}) {
+      const std::string name = std::string("layer_calls/") + dtype_name(type) + "/M:" + std::to_string(M);
+      benchmark::RegisterBenchmark(name.c_str(), bm_layer_calls, type, M)->Unit(benchmark::kMillisecond)->UseRealTime();
     }
   }
   for (DType kv_type : {DType::F32, DType::F16}) {

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "specdec/compute_peak.h"
 #include "specdec/engine.h"
 #include "specdec/model.h"
 #include "specdec/sampling.h"
@@ -187,6 +188,15 @@ struct BenchReport {
   // (other tenants) the ratio of figures taken seconds apart. Medians over the pairs.
   int paired_count = 0;             // 0: skipped (no probe)
   double paired_ratio = 0, paired_decode_gbs = 0, paired_probe_gbs = 0;
+
+  // Compute roofline: the multiply-add peak of the kernels' product instructions on the same
+  // threads (measure_compute_peak; zeros on the scalar path), and the weights' multiply-adds per
+  // forward row by family (8-bit products for quantized weights, f32 FMA for F16/BF16/F32).
+  // row_floor_seconds = those at peak: no forward row, verify or prefill, costs less on these
+  // instructions (0: not measured).
+  ComputePeak compute_peak;
+  double int8_macs_per_row = 0, f32_macs_per_row = 0;
+  double row_floor_seconds = 0;
 
   // Cost curves and prefill
   CostCurve short_curve, long_curve;

@@ -45,6 +45,33 @@ void put_curves(std::string& out, const BenchReport& r) {
   }
 }
 
+// The compute roofline: the measured peak, a row's multiply-adds at that peak, and what that
+// bounds (the c(M) floor, the prefill ceiling), with how close the measured rows come.
+void put_compute_roofline(std::string& out, const BenchReport& r) {
+  const ComputePeak& p = r.compute_peak;
+  if (r.row_floor_seconds <= 0) {
+    put(out, "compute peak: not measured (scalar path)\n");
+    return;
+  }
+  put(out, "compute peak (same run, all threads, best pass): 8-bit products %.1f GMAC/s (%s), f32 FMA %.1f GMAC/s (%s)\n",
+      p.int8_gmacs, p.int8_instruction.c_str(), p.f32_gmacs, p.f32_instruction.c_str());
+  const double floor_ratio = r.row_floor_seconds / r.decode_seconds;
+  put(out, "  a forward row's weight multiply-adds: %.2f M 8-bit + %.2f M f32 -> %.4f ms at peak = %.3f of a decode row\n",
+      r.int8_macs_per_row / 1e6, r.f32_macs_per_row / 1e6, r.row_floor_seconds * 1e3, floor_ratio);
+  put(out, "  roofline (the products alone, at peak): c(M) >= max(1, %.3f M); prefill <= %.0f tok/s = %.1fx decode\n",
+      floor_ratio, 1.0 / r.row_floor_seconds, 1.0 / floor_ratio);
+  // Share of the peak: the products of the rows at peak over the measured time (weight streaming,
+  // unpacking, scaling, attention and the rest fill the remainder).
+  const std::vector<double>& t = r.short_curve.seconds;
+  if (!t.empty()) {
+    const size_t m = t.size();
+    put(out, "  measured: t(%zu) = %.3f ms -> the products of its %zu rows ran at %.0f%% of peak", m, t.back() * 1e3, m,
+        100.0 * static_cast<double>(m) * r.row_floor_seconds / t.back());
+    if (r.prefill_tps > 0) put(out, "; prefill at %.0f%%", 100.0 * r.row_floor_seconds * r.prefill_tps);
+    put(out, "\n");
+  }
+}
+
 void put_end_to_end(std::string& out, const EndToEndReport& e) {
   if (e.drafter.empty()) return;
   put(out, "\nend to end, plain vs speculative in the same run (drafter %s, %d prompts x %d repeats, %s):\n",
@@ -198,6 +225,7 @@ std::string bench_report_text(const BenchReport& r) {
   if (r.paired_count > 0)
     put(out, "  paired (probe pass, then a decode repeat; %d pairs): median ratio %.3f (decode %.2f GB/s, probe %.2f GB/s)\n",
         r.paired_count, r.paired_ratio, r.paired_decode_gbs, r.paired_probe_gbs);
+  put_compute_roofline(out, r);
   if (!r.long_curve.empty())
     put(out, "decode at context %d: %.2f tok/s\n", r.long_curve.context, r.decode_tps_long);
   put(out, "prefill (%d-token chunk from position 0): %.1f tok/s = %.2fx decode\n", r.prefill_chunk, r.prefill_tps,
@@ -244,6 +272,14 @@ std::string bench_report_json(const BenchReport& r) {
                                        {"ratio", r.paired_ratio},
                                        {"decode_gbs", r.paired_decode_gbs},
                                        {"probe_gbs", r.paired_probe_gbs}};
+  if (r.row_floor_seconds > 0)
+    j["compute_roofline"] = {{"int8_gmacs", r.compute_peak.int8_gmacs},
+                             {"int8_instruction", r.compute_peak.int8_instruction},
+                             {"f32_gmacs", r.compute_peak.f32_gmacs},
+                             {"f32_instruction", r.compute_peak.f32_instruction},
+                             {"int8_macs_per_row", r.int8_macs_per_row},
+                             {"f32_macs_per_row", r.f32_macs_per_row},
+                             {"row_floor_seconds", r.row_floor_seconds}};
   j["prefill"] = {{"chunk", r.prefill_chunk}, {"tokens_per_second", r.prefill_tps},
                   {"over_decode", r.prefill_over_decode}, {"fill_tokens_per_second", r.fill_tps}};
   j["cost_curve"] = {{"short", curve_json(r.short_curve)}};

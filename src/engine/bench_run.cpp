@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "specdec/bandwidth.h"
 #include "specdec/bench.h"
@@ -61,6 +62,20 @@ std::string weight_type_summary(const GgufFile& gguf) {
   std::string out;
   for (const auto& [name, n] : counts) out += (out.empty() ? "" : ", ") + name + " x" + std::to_string(n);
   return out;
+}
+
+// Multiply-adds of one forward row's matmuls by product family: {8-bit (quantized weights),
+// f32 (F16, BF16, F32 weights)}. Every 2-D tensor is a matmul weight except the token
+// embedding, which is a row lookup unless it doubles as the output matrix (no output.weight).
+std::pair<double, double> row_multiply_adds(const GgufFile& gguf) {
+  const bool tied_output = gguf.find_tensor("output.weight") == nullptr;
+  double int8 = 0, f32 = 0;
+  for (const GgufTensorInfo& t : gguf.tensors()) {
+    if (t.dims.size() != 2 || (t.name == "token_embd.weight" && !tied_output)) continue;
+    const double macs = static_cast<double>(t.n_elements());
+    (t.type == DType::F32 || t.type == DType::F16 || t.type == DType::BF16 ? f32 : int8) += macs;
+  }
+  return {int8, f32};
 }
 
 size_t file_size(const std::string& path) {
@@ -338,7 +353,12 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   r.memory.rss_bytes = current_rss_bytes();
   r.memory.peak_rss_bytes = peak_rss_bytes();
 
-  // 4. Bandwidth on the same threads, then release the models.
+  // 4. Compute peak and bandwidth on the same threads, then release the models.
+  if (log) log("compute peak probe");
+  r.compute_peak = measure_compute_peak(target->pool());
+  std::tie(r.int8_macs_per_row, r.f32_macs_per_row) = row_multiply_adds(target->gguf());
+  if (r.compute_peak.int8_gmacs > 0 && r.compute_peak.f32_gmacs > 0)
+    r.row_floor_seconds = (r.int8_macs_per_row / r.compute_peak.int8_gmacs + r.f32_macs_per_row / r.compute_peak.f32_gmacs) / 1e9;
   if (o.bandwidth_bytes > 0) {
     if (log) log("read bandwidth probe: " + std::to_string(o.bandwidth_bytes >> 20) + " MiB x " +
                  std::to_string(o.bandwidth_passes) + " passes");

@@ -13,6 +13,7 @@
 #include "common/tiny_model.h"
 #include "specdec/bandwidth.h"
 #include "specdec/bench.h"
+#include "specdec/cpu.h"
 #include "specdec/error.h"
 #include "specdec/model.h"
 #include "specdec/make_model.h"
@@ -233,6 +234,18 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   EXPECT_GT(r.paired_ratio, 0.0);
   EXPECT_GT(r.paired_decode_gbs, 0.0);
   EXPECT_GT(r.paired_probe_gbs, 0.0);
+  // stories260K is all F32: 5 layers x (q, o 64x64; k, v 32x64; gate, up, down 172x64) plus the
+  // 512x64 output matrix; the token embedding is a lookup.
+  EXPECT_EQ(r.f32_macs_per_row, 5.0 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 172 * 64) + 512 * 64);
+  EXPECT_EQ(r.int8_macs_per_row, 0.0);
+  const bool simd = active_isa() != Isa::Scalar;
+  if (simd) {
+    EXPECT_GT(r.compute_peak.int8_gmacs, 0.0);
+    EXPECT_GT(r.compute_peak.f32_gmacs, 0.0);
+    EXPECT_DOUBLE_EQ(r.row_floor_seconds, r.f32_macs_per_row / r.compute_peak.f32_gmacs / 1e9);
+  } else {
+    EXPECT_EQ(r.row_floor_seconds, 0.0);
+  }
   EXPECT_EQ(r.prefill_chunk, 32);
   EXPECT_GT(r.prefill_tps, 0.0);
   EXPECT_GT(r.fill_tps, 0.0);
@@ -269,6 +282,7 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   for (const char* what : {"decode", "GB/s", "c(M)", "prefill", "peak RSS", "end to end", "acceptance",
                            "SIMULATION alpha 0.60", "SIMULATION alpha 0.80", "greedy outputs identical to plain: yes"})
     EXPECT_NE(text.find(what), std::string::npos) << what << "\n" << text;
+  EXPECT_NE(text.find(simd ? "roofline (the products alone, at peak)" : "compute peak: not measured"), std::string::npos) << text;
 
   const auto j = nlohmann::json::parse(bench_report_json(r));
   EXPECT_EQ(j["cost_curve"]["short"]["cost"].size(), 6u);
@@ -278,6 +292,10 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   EXPECT_GT(j["decode"]["bandwidth_gbs"].get<double>(), 0.0);
   EXPECT_EQ(j["decode"]["bandwidth_paired"]["pairs"].get<int>(), r.paired_count);
   EXPECT_GT(j["memory"]["peak_rss_bytes"].get<double>(), 0.0);
+  EXPECT_EQ(j.contains("compute_roofline"), simd);
+  if (simd) {
+    EXPECT_EQ(j["compute_roofline"]["f32_macs_per_row"].get<double>(), r.f32_macs_per_row);
+  }
   EXPECT_EQ(j["end_to_end"]["outputs_differ"].get<int>(), 0);
   ASSERT_EQ(j["simulation"].size(), 2u);
   EXPECT_EQ(j["simulation"][0]["label"].get<std::string>(), "SIMULATION");
