@@ -1,4 +1,5 @@
 // specdec_microbench: matmul throughput for the 1B shape's matrices per weight type and M,
+// a 1B forward's sequence of matmul calls over 16 layers of distinct weights (layer_calls),
 // attention of M chained rows over a 512- and a 4096-key cache (1B shape; F32 and F16 K/V), the verify cost
 // curve c(M) = time(M) / time(1) of each, and the machine's read bandwidth.
 //

@@ -28,6 +28,6 @@ struct ComputePeak {
 // can only approach. On the scalar path nothing is measured (zeros, empty instruction names).
 // Requires passes >= 1 and pass_seconds in (0, 10] (Error naming the value otherwise).
 // Cost: about passes * pass_seconds per family, plus a short calibration.
-ComputePeak measure_compute_peak(ThreadPool& pool, int passes = 3, double pass_seconds = 0.02);
+ComputePeak measure_compute_peak(ThreadPool& pool, int passes = 5, double pass_seconds = 0.02);
 
 }  // namespace specdec
