@@ -10,8 +10,13 @@
 
 namespace specdec {
 
+void resize_discarding(std::vector<float>& buffer, size_t n) {
+  if (n > buffer.capacity()) buffer = std::vector<float>();
+  buffer.resize(n);
+}
+
 float* sized(std::vector<float>& buffer, size_t n) {
-  if (buffer.size() < n) buffer.resize(n);
+  if (buffer.size() < n) resize_discarding(buffer, n);
   return buffer.data();
 }
 

@@ -30,7 +30,12 @@ struct BlockScratch {
   std::vector<float> seq_out;  // (M, q_dim) their attention output
 };
 
-// Grows buffer to at least n floats and returns its data.
+// Sets buffer.size() to n with unspecified contents. When n exceeds the capacity the old
+// allocation is freed before the new one is made (a plain resize copies, so a growing buffer
+// held both: 2.2 MiB of peak RSS for 8 -> 9 rows of 32,000 logits).
+void resize_discarding(std::vector<float>& buffer, size_t n);
+
+// Grows buffer to at least n floats (contents unspecified) and returns its data.
 float* sized(std::vector<float>& buffer, size_t n);
 
 // Runs fn(row_begin, row_end) over [0, n_rows) in chunks on the pool (pool may be nullptr).

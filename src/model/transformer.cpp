@@ -68,7 +68,7 @@ void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, 
   const int n_out = static_cast<int>(plan.logit_rows.size());
   out.n_vocab = c.n_vocab;
   out.batch_row = plan.logit_rows;
-  out.data.resize(static_cast<size_t>(n_out) * c.n_vocab);
+  resize_discarding(out.data, static_cast<size_t>(n_out) * c.n_vocab);
   const int n_feat = static_cast<int>(plan.feature_rows.size());
   if (n_feat > 0 && features == nullptr) throw Error("batch: rows ask for features but no Features output was given");
   const size_t n_layer_feats = features ? features->layers.size() : 0;
@@ -80,8 +80,8 @@ void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, 
     }
     features->n_embd = c.n_embd;
     features->batch_row = plan.feature_rows;
-    features->final.resize(static_cast<size_t>(n_feat) * c.n_embd);
-    features->residual.resize(static_cast<size_t>(n_feat) * n_layer_feats * c.n_embd);
+    resize_discarding(features->final, static_cast<size_t>(n_feat) * c.n_embd);
+    resize_discarding(features->residual, static_cast<size_t>(n_feat) * n_layer_feats * c.n_embd);
   }
   if (n_rows == 0) return;
 

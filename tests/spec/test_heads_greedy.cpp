@@ -32,8 +32,11 @@ std::vector<std::vector<Token>> random_prompts(uint64_t seed, int n_vocab, int c
 }
 
 // Generates n_new tokens after every prompt with and without the drafter; returns the acceptance.
+// require_drafts: the drafter must have proposed something (false only where drafting nothing is
+// a correct outcome: adaptive K with draft_min 0 stops drafting when drafts do not pay).
 double expect_greedy_identical(Transformer& target, Drafter& drafter, const SpecConfig& config,
-                               const std::vector<std::vector<Token>>& prompts, int n_new, const std::string& label) {
+                               const std::vector<std::vector<Token>>& prompts, int n_new, const std::string& label,
+                               bool require_drafts = true) {
   SpeculativeDecoder plain(target, nullptr);
   SpeculativeDecoder spec(target, &drafter, config);
   for (const auto& prompt : prompts) {
@@ -44,7 +47,7 @@ double expect_greedy_identical(Transformer& target, Drafter& drafter, const Spec
   const double acceptance = spec.stats().acceptance_rate();
   std::printf("[measure] %s: acceptance %.3f, tokens/pass %.2f\n", label.c_str(), acceptance,
               spec.stats().mean_tokens_per_pass());
-  EXPECT_GT(spec.stats().n_drafted, 0) << label << ": nothing was drafted";
+  if (require_drafts) EXPECT_GT(spec.stats().n_drafted, 0) << label << ": nothing was drafted";
   return acceptance;
 }
 
@@ -77,11 +80,18 @@ TEST(HeadsGreedy, MedusaMatchesPlainDecodingOverTreeShapes) {
                                     std::to_string(target->config().n_vocab));
       }
     }
-    MedusaDrafter adaptive(*target, *heads);
-    SpecConfig config;
-    config.draft_max = 8;
-    config.probe_interval = 3;
-    expect_greedy_identical(*target, adaptive, config, prompts, 20, "medusa adaptive");
+    // Adaptive K picks from measured costs: with draft_min 0 it may rightly draft nothing (random
+    // heads on the 300-token vocabulary land ~0.5% of drafts; CI once saw 0 drafts under load),
+    // so drafts are required only with draft_min 1, where every step still drafts.
+    for (int draft_min : {0, 1}) {
+      MedusaDrafter adaptive(*target, *heads);
+      SpecConfig config;
+      config.draft_min = draft_min;
+      config.draft_max = 8;
+      config.probe_interval = 3;
+      expect_greedy_identical(*target, adaptive, config, prompts, 20,
+                              "medusa adaptive, draft_min " + std::to_string(draft_min), draft_min > 0);
+    }
   }
 }
 
