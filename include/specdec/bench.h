@@ -209,6 +209,9 @@ struct BenchReport {
 
   // BenchOptions::profile: (M rows, phase times summed over `forwards` forwards)
   std::vector<std::pair<int, ForwardProfile>> profiles;
+  // BenchOptions::profile: the prefill chunk's forward (prefill_chunk rows from position 0, the
+  // last row's logits); forwards == 0: not measured
+  ForwardProfile prefill_profile;
 
   // Draft model alone (when given)
   double draft_decode_seconds = 0;  // median 1-row draft forward at the short context
@@ -257,8 +260,9 @@ PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, Rea
 
 // Phase times of forwards of m_rows chain rows at the cache's current size (ForwardProfile),
 // over reps * max(1, min_rep_seconds / t) forwards after one warm-up. Same requirements as
-// measure_cost_curve.
-ForwardProfile profile_forward(Transformer& model, KvCache& cache, int m_rows, int reps, double min_rep_seconds);
+// measure_cost_curve. all_logits: every row's logits (a verify); false: the last row's (prefill).
+ForwardProfile profile_forward(Transformer& model, KvCache& cache, int m_rows, int reps, double min_rep_seconds,
+                               bool all_logits = true);
 
 // E[tokens](K) for a per-position acceptance rate alpha in [0, 1]: (1 - a^(K+1)) / (1 - a).
 double expected_tokens(double alpha, int k);

@@ -139,7 +139,7 @@ void setup_bench(CLI::App& app) {
   cmd->add_option("--simulate-tree-nodes", b.simulate_tree_nodes, "SIMULATION: tree node budgets (default 8 16)")
       ->check(integer_at_least(1));
   cmd->add_flag("--profile", b.profile,
-                "also time each phase of a forward (norms, projections, attention, FFN, output) for M = 1, 5, 9");
+                "also time each phase of a forward (norms, projections, attention, FFN, output) for M = 1, 5, 9 and the prefill chunk");
   cmd->add_flag("--compare-chain", b.compare_chain,
                 "end to end with --spec tree / --tree-nodes: also the same drafter as a chain of the same budget");
   cmd->add_option("--plot", args->plot_file, "write an SVG with c(M) and speedup-vs-K curves");

@@ -180,11 +180,12 @@ PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, Rea
   return p;
 }
 
-ForwardProfile profile_forward(Transformer& model, KvCache& cache, int m_rows, int reps, double min_rep_seconds) {
+ForwardProfile profile_forward(Transformer& model, KvCache& cache, int m_rows, int reps, double min_rep_seconds,
+                               bool all_logits) {
   check_reps(reps);
   const int context = cache.size();
   check_room(cache, context, m_rows, "profile");
-  ForwardJob job = make_job(model, context, m_rows, /*all_logits=*/true);
+  ForwardJob job = make_job(model, context, m_rows, all_logits);
   Logits logits;
   job.calibrate(model, cache, logits, min_rep_seconds);
   ForwardProfile profile;

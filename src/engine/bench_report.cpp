@@ -182,15 +182,19 @@ nlohmann::json curve_json(const CostCurve& c) {
 
 // Per-phase µs per forward for each profiled M, and each phase's share of the forward.
 void put_profiles(std::string& out, const BenchReport& r) {
-  if (r.profiles.empty()) return;
-  put(out, "\nprofile: wall time per forward by phase at context %d, µs (share of the forward)\n",
-      r.short_curve.context);
+  std::vector<std::pair<std::string, const ForwardProfile*>> columns;  // (heading, profile)
+  for (const auto& [m, p] : r.profiles) columns.emplace_back("M = " + std::to_string(m), &p);
+  if (r.prefill_profile.forwards > 0) columns.emplace_back("prefill " + std::to_string(r.prefill_chunk), &r.prefill_profile);
+  if (columns.empty()) return;
+  put(out, "\nprofile: wall time per forward by phase, µs (share of the forward); M rows at context %d, "
+      "the prefill chunk from position 0\n", r.short_curve.context);
   put(out, "  %-10s", "phase");
-  for (const auto& [m, p] : r.profiles) put(out, "  %15s", ("M = " + std::to_string(m)).c_str());
+  for (const auto& column : columns) put(out, "  %15s", column.first.c_str());
   put(out, "\n");
   const auto row = [&](const char* name, auto ns_of) {
     put(out, "  %-10s", name);
-    for (const auto& [m, p] : r.profiles) {
+    for (const auto& column : columns) {
+      const ForwardProfile& p = *column.second;
       const double n = static_cast<double>(std::max<int64_t>(p.forwards, 1));
       put(out, "  %8.1f (%3.0f%%)", static_cast<double>(ns_of(p)) / n / 1e3,
           p.total_ns > 0 ? 100.0 * static_cast<double>(ns_of(p)) / static_cast<double>(p.total_ns) : 0.0);
@@ -290,12 +294,14 @@ std::string bench_report_json(const BenchReport& r) {
                  {"draft_bytes", m.draft_bytes}, {"ratio", m.ratio()}};
   if (r.draft_decode_seconds > 0)
     j["draft_model"] = {{"seconds_per_token", r.draft_decode_seconds}, {"c_draft", r.c_draft_forward}};
-  for (const auto& [m, p] : r.profiles) {
+  const auto profile_json = [](int rows, const ForwardProfile& p) {
     nlohmann::json phases;
     for (int phase = 0; phase < ForwardProfile::kPhases; ++phase) phases[ForwardProfile::name(phase)] = p.ns[phase];
     phases["other"] = p.other_ns();
-    j["profile"].push_back({{"rows", m}, {"forwards", p.forwards}, {"total_ns", p.total_ns}, {"phase_ns", phases}});
-  }
+    return nlohmann::json{{"rows", rows}, {"forwards", p.forwards}, {"total_ns", p.total_ns}, {"phase_ns", phases}};
+  };
+  for (const auto& [m, p] : r.profiles) j["profile"].push_back(profile_json(m, p));
+  if (r.prefill_profile.forwards > 0) j["prefill_profile"] = profile_json(r.prefill_chunk, r.prefill_profile);
   if (!r.end_to_end.drafter.empty()) j["end_to_end"] = end_to_end_json(r.end_to_end);
   if (!r.end_to_end_chain.drafter.empty()) j["end_to_end_chain"] = end_to_end_json(r.end_to_end_chain);
   nlohmann::json sims = nlohmann::json::array();

@@ -248,6 +248,9 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
     capacity = std::max(capacity, o.short_ctx + loop_tokens + m_max + 1);
     r.simulate_loop_tokens = loop_tokens;
   }
+  // The prefill chunk is timed from position 0: the cache holds the requested chunk even when
+  // the curves need fewer positions (with --ctx-long 0 a 64-token chunk was cut to 16 + M_max).
+  capacity = std::max(capacity, o.prefill_chunk);
   capacity = std::min(capacity, cfg.n_ctx_train);
   KvCache cache = target->new_cache(capacity);  // (n_layers, capacity, kv_dim) x2
   r.memory.kv_cache_bytes = cache.bytes();
@@ -259,6 +262,10 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   if (log) log("prefill: " + std::to_string(r.prefill_chunk) + "-token chunks");
   const double prefill_seconds = time_prefill_chunk(*target, cache, r.prefill_chunk, o.reps, o.min_rep_seconds);
   r.prefill_tps = r.prefill_chunk / prefill_seconds;
+  if (o.profile) {
+    if (log) log("profile of " + std::to_string(r.prefill_chunk) + "-row prefill forwards");
+    r.prefill_profile = profile_forward(*target, cache, r.prefill_chunk, o.reps, o.min_rep_seconds, /*all_logits=*/false);
+  }
   fill_cache(*target, cache, o.short_ctx, o.prefill_chunk);
   if (log) log("c(M), M = 1.." + std::to_string(m_max) + ", at context " + std::to_string(o.short_ctx));
   r.short_curve = measure_cost_curve(*target, cache, m_max, o.reps, o.min_rep_seconds);

@@ -216,6 +216,7 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   o.end_to_end = true;
   o.simulate_alpha = {0.6, 0.8};
   o.simulate_loop_tokens = 10;
+  o.profile = true;
   const BenchReport r = run_bench(o);
 
   EXPECT_EQ(r.n_ctx, 128);
@@ -248,6 +249,11 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   }
   EXPECT_EQ(r.prefill_chunk, 32);
   EXPECT_GT(r.prefill_tps, 0.0);
+  ASSERT_EQ(r.profiles.size(), 2u);  // M = 1 and 5 (9 > m_max)
+  EXPECT_EQ(r.profiles[1].first, 5);
+  EXPECT_GE(r.prefill_profile.forwards, o.reps);
+  EXPECT_GT(r.prefill_profile.ns[ForwardProfile::kGateUp], 0);
+  EXPECT_GE(r.prefill_profile.other_ns(), 0);
   EXPECT_GT(r.fill_tps, 0.0);
   EXPECT_EQ(r.memory.mapped_file_bytes, file_bytes(model));
   EXPECT_GT(r.memory.kv_cache_bytes, 0u);
@@ -280,7 +286,8 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
 
   const std::string text = bench_report_text(r);
   for (const char* what : {"decode", "GB/s", "c(M)", "prefill", "peak RSS", "end to end", "acceptance",
-                           "SIMULATION alpha 0.60", "SIMULATION alpha 0.80", "greedy outputs identical to plain: yes"})
+                           "SIMULATION alpha 0.60", "SIMULATION alpha 0.80", "greedy outputs identical to plain: yes",
+                           "profile: wall time per forward", "M = 5", "prefill 32"})
     EXPECT_NE(text.find(what), std::string::npos) << what << "\n" << text;
   EXPECT_NE(text.find(simd ? "roofline (the products alone, at peak)" : "compute peak: not measured"), std::string::npos) << text;
 
@@ -297,6 +304,9 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
     EXPECT_EQ(j["compute_roofline"]["f32_macs_per_row"].get<double>(), r.f32_macs_per_row);
   }
   EXPECT_EQ(j["end_to_end"]["outputs_differ"].get<int>(), 0);
+  EXPECT_EQ(j["profile"].size(), 2u);
+  EXPECT_EQ(j["prefill_profile"]["rows"].get<int>(), 32);
+  EXPECT_EQ(j["prefill_profile"]["forwards"].get<int64_t>(), r.prefill_profile.forwards);
   ASSERT_EQ(j["simulation"].size(), 2u);
   EXPECT_EQ(j["simulation"][0]["label"].get<std::string>(), "SIMULATION");
   EXPECT_EQ(j["simulation"][1]["points"].size(), 5u);
@@ -323,7 +333,10 @@ TEST(BenchRun, NoisyCopyDraftMeasuresCDraftAndStaysLossless) {
   o.prompts = {"the cat", "a b c"};
   o.bandwidth_bytes = 0;  // skipped
   o.simulate_alpha = {0.7};
+  o.long_ctx = 0;  // the curves need 16 + 6 positions; the 32-token prefill chunk still gets 32
   const BenchReport r = run_bench(o);
+  EXPECT_EQ(r.prefill_chunk, 32);
+  EXPECT_TRUE(r.long_curve.seconds.empty());
   EXPECT_GT(r.draft_decode_seconds, 0.0);
   EXPECT_DOUBLE_EQ(r.c_draft_forward, r.draft_decode_seconds / r.decode_seconds);
   EXPECT_EQ(r.memory.draft_bytes > file_bytes(draft), true);
