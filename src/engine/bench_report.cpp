@@ -53,7 +53,7 @@ void put_compute_roofline(std::string& out, const BenchReport& r) {
     put(out, "compute peak: not measured (scalar path)\n");
     return;
   }
-  put(out, "compute peak (same run, all threads, best pass): 8-bit products %.1f GMAC/s (%s), f32 FMA %.1f GMAC/s (%s)\n",
+  put(out, "compute peak (same run, all threads, best pass of two probes): 8-bit products %.1f GMAC/s (%s), f32 FMA %.1f GMAC/s (%s)\n",
       p.int8_gmacs, p.int8_instruction.c_str(), p.f32_gmacs, p.f32_instruction.c_str());
   const double floor_ratio = r.row_floor_seconds / r.decode_seconds;
   put(out, "  a forward row's weight multiply-adds: %.2f M 8-bit + %.2f M f32 -> %.4f ms at peak = %.3f of a decode row\n",
@@ -65,10 +65,14 @@ void put_compute_roofline(std::string& out, const BenchReport& r) {
   const std::vector<double>& t = r.short_curve.seconds;
   if (!t.empty()) {
     const size_t m = t.size();
+    const double rows_share = static_cast<double>(m) * r.row_floor_seconds / t.back();
+    const double prefill_share = r.row_floor_seconds * r.prefill_tps;
     put(out, "  measured: t(%zu) = %.3f ms -> the products of its %zu rows ran at %.0f%% of peak", m, t.back() * 1e3, m,
-        100.0 * static_cast<double>(m) * r.row_floor_seconds / t.back());
-    if (r.prefill_tps > 0) put(out, "; prefill at %.0f%%", 100.0 * r.row_floor_seconds * r.prefill_tps);
+        100.0 * rows_share);
+    if (r.prefill_tps > 0) put(out, "; prefill at %.0f%%", 100.0 * prefill_share);
     put(out, "\n");
+    if (rows_share > 1.0 || prefill_share > 1.0)
+      put(out, "  WARNING: a share above 100%%: both probe runs were slowed (another tenant?); the peak is understated, rerun\n");
   }
 }
 

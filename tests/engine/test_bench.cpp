@@ -379,5 +379,25 @@ TEST(BenchRun, RejectsBadOptionsNamingThem) {
   expect_error(o, "context of 128");
 }
 
+// The roofline lines: shares of the peak from the curve and prefill, and a warning when a share
+// exceeds 100% (the probe was slowed; a figure nobody should quote).
+TEST(BenchReportText, ComputeShareAbove100PercentIsFlagged) {
+  BenchReport r;
+  r.compute_peak = {400.0, 100.0, "vpdpbusd zmm", "vfmadd231ps zmm"};
+  r.int8_macs_per_row = 1e9;
+  r.row_floor_seconds = 1e9 / 400e9;  // 2.5 ms
+  r.decode_seconds = 0.025;
+  r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};  // 2 rows: 5 ms of products in 30 ms = 17%
+  r.short_curve.cost = r.short_curve.min_cost = {1.0, 1.2};
+  r.prefill_tps = 200;                    // 200 x 2.5 ms = 50%
+  std::string text = bench_report_text(r);
+  EXPECT_NE(text.find("ran at 17% of peak; prefill at 50%"), std::string::npos) << text;
+  EXPECT_EQ(text.find("WARNING: a share above 100%"), std::string::npos) << text;
+  r.prefill_tps = 500;  // 125%
+  text = bench_report_text(r);
+  EXPECT_NE(text.find("prefill at 125%"), std::string::npos) << text;
+  EXPECT_NE(text.find("WARNING: a share above 100%"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace specdec
