@@ -22,4 +22,19 @@ Isa active_isa();
 // Forces a target (must be supported); returns the previous one. For tests and benchmarks.
 Isa set_active_isa(Isa isa);
 
+// AMX (Intel Sapphire Rapids and later: eight tile registers and int8 tile products). True when
+// the CPU has AMX-TILE and AMX-INT8, the AVX-512 target is supported, and the kernel granted
+// this process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once on the first call).
+bool amx_detected();
+// Whether the AVX-512 target runs the Q8_0 / Q4_K / Q5_K / Q6_K products of calls with many
+// activation rows (prefill) on AMX tiles. They give the same bits as the VNNI tiles
+// (docs/DESIGN.md), so this only changes speed. Default off (measured no faster, BENCHMARKS
+// section 20); SPECDEC_AMX=1 turns it on where amx_detected().
+bool amx_active();
+// Turns AMX on or off (on requires amx_detected()); returns the previous setting. For tests and
+// benchmarks.
+bool set_amx_active(bool on);
+// "avx512+amx" when the AVX-512 target is active with AMX, else isa_name(active_isa()).
+std::string active_isa_label();
+
 }  // namespace specdec

@@ -215,7 +215,7 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   r.load_average_1min = load_average();
   r.date = utc_now();
   r.model_path = o.engine.model_path;
-  r.isa = isa_name(active_isa());
+  r.isa = active_isa_label();
   r.reps = o.reps;
   r.simulate_loop_tokens = o.simulate_loop_tokens;
 

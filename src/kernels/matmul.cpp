@@ -52,6 +52,8 @@ struct ActStorage {
   std::vector<int32_t> neg128_sums32;  // (M, row_stride / 32)
   std::vector<int32_t> neg32_sums16;   // (M, group_stride)
   std::vector<float> sums32;           // (M, row_stride / 32)
+  std::vector<float> scales32_bm;      // (row_stride / 32, M + kAmxActRowSlack)
+  std::vector<float> sums32_bm;        // (row_stride / 32, M + kAmxActRowSlack)
 };
 
 struct ScratchStorage {
@@ -66,7 +68,8 @@ T* sized(std::vector<T>& v, int64_t n) {
   return v.data();
 }
 
-// The calling thread's activation buffers for M rows of n_in values.
+// The calling thread's activation buffers for M rows of n_in values (values and the
+// block-major terms: kAmxActRowSlack rows more, which the AMX tiles read and ignore).
 QuantizedActs thread_acts(int M, int64_t n_in) {
   thread_local ActStorage s;
   QuantizedActs a;
@@ -74,12 +77,15 @@ QuantizedActs thread_acts(int M, int64_t n_in) {
   a.n_groups_pad = padded_groups(n_in);
   a.row_stride = act_row_stride(n_in);
   a.group_stride = act_group_stride(n_in);
-  a.values = sized(s.values, M * a.row_stride);
+  a.values = sized(s.values, (M + kAmxActRowSlack) * a.row_stride);
   a.scales32 = sized(s.scales32, M * a.row_stride / 32);
   a.sums16 = sized(s.sums16, M * a.group_stride);
   a.neg128_sums32 = sized(s.neg128_sums32, M * a.row_stride / 32);
   a.neg32_sums16 = sized(s.neg32_sums16, M * a.group_stride);
   a.sums32 = sized(s.sums32, M * a.row_stride / 32);
+  a.block_stride = M + kAmxActRowSlack;
+  a.scales32_bm = sized(s.scales32_bm, a.block_stride * a.row_stride / 32);
+  a.sums32_bm = sized(s.sums32_bm, a.block_stride * a.row_stride / 32);
   return a;
 }
 
@@ -208,7 +214,7 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
   if (any_quantized) acts = thread_acts(M, n_in);
   void (*range_fn)(const RangeJob&) = matmul_range_scalar;
   switch (active_isa()) {
-    case Isa::Avx512: range_fn = matmul_range_avx512; break;
+    case Isa::Avx512: range_fn = M >= kAmxMinRows && amx_active() ? matmul_range_amx : matmul_range_avx512; break;
     case Isa::Avx2: range_fn = matmul_range_avx2; break;
     case Isa::Scalar: break;
   }

@@ -34,6 +34,10 @@ constexpr int64_t kPadValues = 64;
 // 8-bit activations stay cache-resident while each weight row is applied to all of them).
 constexpr int kRowBlock = 64;
 
+// Rows past M that the activation values and the block-major terms hold (unused): the AMX
+// tiles read 16 activation rows at a time and ignore the rows past M.
+constexpr int kAmxActRowSlack = 15;
+
 constexpr int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 constexpr int64_t padded_values(int64_t n_in) { return round_up(n_in, kPadValues); }
 // Groups of 16 values per row, padded to a multiple of 16 groups (one AVX-512 register).
@@ -61,6 +65,11 @@ struct QuantizedActs {
   int32_t* neg128_sums32 = nullptr;  // (M, row_stride / 32) -128 * sum(a) over each block of 32
   int32_t* neg32_sums16 = nullptr;   // (M, group_stride) -32 * sum(a) over each group of 16
   float* sums32 = nullptr;           // (M, row_stride / 32) sum(a) over each block of 32, as float
+  // The same d and sum(a) of each block, block-major, for the AMX tiles (matmul_tiles_amx.cpp):
+  // a block's rows side by side, so 16 rows' terms are one base address and 16 offsets.
+  int64_t block_stride = 0;       // entries per block: the rows allocated (M + kAmxActRowSlack)
+  float* scales32_bm = nullptr;   // (row_stride / 32, block_stride) d of block b of row r at b * block_stride + r
+  float* sums32_bm = nullptr;     // (row_stride / 32, block_stride) sum(a) over block b of row r, as float
 };
 
 // The activations from row r on: every array's pointer moved down r rows.
@@ -72,6 +81,8 @@ inline QuantizedActs acts_from_row(const QuantizedActs& a, int64_t r) {
   v.neg128_sums32 += r * (a.row_stride / 32);
   v.neg32_sums16 += r * a.group_stride;
   v.sums32 += r * (a.row_stride / 32);
+  v.scales32_bm += r;
+  v.sums32_bm += r;
   return v;
 }
 
@@ -86,6 +97,8 @@ inline void store_block_terms(const QuantizedActs& row, int64_t b, float d, int 
   row.neg32_sums16[2 * b + 1] = -32 * sum1;
   row.neg128_sums32[b] = -128 * (sum0 + sum1);
   row.sums32[b] = static_cast<float>(sum0 + sum1);
+  row.scales32_bm[b * row.block_stride] = d;
+  row.sums32_bm[b * row.block_stride] = static_cast<float>(sum0 + sum1);
 }
 
 // Zeros the padding of the first row of `row`: values n_in..n_pad and their blocks' terms.
@@ -188,6 +201,14 @@ bool matmul_range_tiled_avx2(const RangeJob& job);
 // Q8_0Tiles8 matrix with exactly the in-place AVX2 Q8_0 tile's operations (the same bits).
 // job.o_begin must be a multiple of 8 (matmul's chunks are multiples of 16).
 void matmul_range_repacked_avx2(const RangeJob& job);
+
+// AMX tiles (matmul_tiles_amx.cpp) for the Q8_0, Q4_K, Q5_K and Q6_K matrices, in place or
+// repacked: the same bits as matmul_range_avx512 (which it calls for every other type). Needs
+// amx_detected(), and job.acts.values readable kAmxActRowSlack rows past job.M.
+void matmul_range_amx(const RangeJob& job);
+// The AVX-512 path runs calls of at least this many activation rows on AMX when amx_active():
+// below, the VNNI tiles were faster for every type measured (BENCHMARKS section 20).
+constexpr int kAmxMinRows = 32;
 
 // Per-ISA implementations; each computes y[r][o] for all r < M and o in [o_begin, o_end).
 void matmul_range_scalar(const RangeJob& job);

@@ -14,8 +14,10 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/quant_blocks.h"
 
 namespace specdec::matmul_detail {
 
@@ -224,6 +226,135 @@ void in_place_tiles(const RangeJob& job, int64_t n_steps, TileFn tile_fn) {
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
     const Tile t = make_tile(w, o0, n_valid, n_steps);
+    for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
+      const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
+      for (int r = 0; r < rb.R; ++r) acc[r] = _mm512_setzero_ps();
+      tile_fn(t, n_steps, rb, acc);
+      store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
+    }
+  }
+}
+
+// ---- Block decoders shared by the VNNI tiles (matmul_tiles_avx512.cpp) and the AMX tiles
+// (matmul_tiles_amx.cpp), so both multiply the same integers and scale them with the same
+// float values. Each decodes one super-block of a tile (16 weight rows) and calls
+// fn(index, v, scales...) once per block of 32 values, in order, with v[k] lane L = values
+// 4k..4k+3 of row L's block.
+
+// Q4_K: super-blocks of 144 bytes: d, dmin (binary16), 12 bytes of packed 6-bit scales and
+// mins for 8 sub-blocks of 32, 128 bytes of nibbles (per 64 values: 32 low nibbles, then the
+// 32 high nibbles of the same bytes).
+// Q5_K (kFiveBit): 176 bytes: the same d, dmin and scales, then qh[32] (bit `sub` of qh[l]:
+// the fifth bit of value l of sub-block `sub`), then the 128 bytes of nibbles.
+// fn(sub, v, ws, wm) per sub-block: v[8] the values q (0..15, 0..31) as u8, ws = d * sc_sub,
+// wm = -dmin * m_sub; the block's dot is  wm * sum(a) + ws * sum(q * a)  (matmul_tiles_avx2.cpp's
+// q45_k_tile: the same bits).
+template <bool kFiveBit, typename TileT, typename Fn>
+inline void q45_k_sub_blocks(const TileT& t, int64_t s, Fn&& fn) {
+  using Block = std::conditional_t<kFiveBit, quant::BlockQ5_K, quant::BlockQ4_K>;
+  constexpr int64_t kQsOffset = kFiveBit ? 48 : 16;  // offsetof(Block, qs)
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+  const int64_t sb = s * static_cast<int64_t>(sizeof(Block));
+  __m512i h[4];  // h[0]: d | dmin << 16; h[1..3]: packed scale bytes 0-3, 4-7, 8-11
+  load_transposed16(t, sb, h);
+  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+  const __m512 neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16))));
+  const __m512i m6 = _mm512_set1_epi8(0x3F), m4 = _mm512_set1_epi8(0x0F), m45 = _mm512_set1_epi8(0x30);
+  // bytes j of sc_lo/m_lo: sub-block j < 4; of sc_hi/m_hi: sub-block 4 + j
+  const __m512i sc_lo = _mm512_and_si512(h[1], m6), m_lo = _mm512_and_si512(h[2], m6);
+  const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(h[3], m4), _mm512_and_si512(_mm512_srli_epi32(h[1], 2), m45));
+  const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), m4),
+                                       _mm512_and_si512(_mm512_srli_epi32(h[2], 2), m45));
+  __m512i qh[8];  // Q5_K: qh[k] lane L = qh bytes 4k..4k+3 of row L (values 4k..4k+3 of each sub-block)
+  if constexpr (kFiveBit) {
+    load_transposed32(t, sb + 16, qh);
+  }
+  #pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {  // 64 values: sub-blocks 2j (low nibbles) and 2j + 1 (high)
+    __m512i raw[8];
+    load_transposed32(t, sb + kQsOffset + 32 * j, raw);
+    #pragma GCC unroll 16
+    for (int half = 0; half < 2; ++half) {
+      const int sub = 2 * j + half;
+      const __m512i scb = sub < 4 ? sc_lo : sc_hi, mb = sub < 4 ? m_lo : m_hi;
+      const int shift = 8 * (sub % 4);
+      const __m512i byte_mask = _mm512_set1_epi32(0xFF);
+      const __m512 ws = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(scb, static_cast<unsigned>(shift)), byte_mask)));
+      const __m512 wm = _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(mb, static_cast<unsigned>(shift)), byte_mask)));
+      __m512i v[8];
+      #pragma GCC unroll 16
+      for (int k = 0; k < 8; ++k) {
+        v[k] = half == 0 ? _mm512_and_si512(raw[k], low4) : _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), low4);
+        if constexpr (kFiveBit) {  // bytes whose qh bit `sub` is set get 16 (bit 4 is clear)
+          const __mmask64 set = _mm512_test_epi8_mask(qh[k], _mm512_set1_epi8(static_cast<char>(1 << sub)));
+          v[k] = _mm512_mask_add_epi8(v[k], set, v[k], bit4);
+        }
+      }
+      fn(sub, v, ws, wm);
+    }
+  }
+}
+
+// Q6_K: super-blocks of 210 bytes: ql[128] (low 4 bits), qh[64] (high 2 bits), 16 int8
+// scales (one per 16 values), binary16 d. Per 128 values n: value l (l < 32) is ql[64n + l] low
+// nibble | (qh[32n + l] bits 0-1) << 4; l + 32: ql[64n + 32 + l] low | qh bits 2-3; l + 64:
+// ql[64n + l] high | qh bits 4-5; l + 96: ql[64n + 32 + l] high | qh bits 6-7; minus 32.
+// fn(block, v, ws0, ws1) per block of 32 (groups 2 block, 2 block + 1): v[8] the values q + 32
+// (0..63) as u8, v[0..3] the first group's; ws0, ws1 = d * the groups' scales. The block's dot is
+// ws0 * sum((q + 32 - 32) * a over group 0) + ws1 * (the same over group 1).
+template <typename TileT, typename Fn>
+inline void q6_k_blocks(const TileT& t, int64_t s, Fn&& fn) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+  const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ6_K));
+  const __m512 d = gather_half(t, sb + 206, 16);  // d is the last 2 bytes of the block
+  __m512i sc[4];  // sc[q] lane L: scales 4q..4q+3 of row L
+  load_transposed16(t, sb + 192, sc);
+  #pragma GCC unroll 2
+  for (int n = 0; n < 2; ++n) {
+    __m512i ql_a[8], ql_c[8], qh[8];
+    load_transposed32(t, sb + 64 * n, ql_a);
+    load_transposed32(t, sb + 64 * n + 32, ql_c);
+    load_transposed32(t, sb + 128 + 32 * n, qh);
+    #pragma GCC unroll 4
+    for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
+      __m512i v[8];
+      #pragma GCC unroll 16
+      for (int k = 0; k < 8; ++k) {
+        const __m512i lo = part % 2 == 0 ? ql_a[k] : ql_c[k];
+        const __m512i nib = part < 2 ? _mm512_and_si512(lo, low4) : _mm512_and_si512(_mm512_srli_epi16(lo, 4), low4);
+        __m512i hi;
+        switch (part) {
+          case 0: hi = _mm512_slli_epi16(qh[k], 4); break;
+          case 1: hi = _mm512_slli_epi16(qh[k], 2); break;
+          case 2: hi = qh[k]; break;
+          default: hi = _mm512_srli_epi16(qh[k], 2); break;
+        }
+        v[k] = _mm512_or_si512(nib, _mm512_and_si512(hi, bits45));
+      }
+      const int g0 = 8 * n + 2 * part;  // group index within the super-block
+      // int8 scale of group g: byte g % 4 of sc[g / 4], sign-extended
+      const __m512 ws0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(
+          _mm512_slli_epi32(sc[g0 / 4], static_cast<unsigned>(24 - 8 * (g0 % 4))), 24)));
+      const __m512 ws1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(
+          _mm512_slli_epi32(sc[(g0 + 1) / 4], static_cast<unsigned>(24 - 8 * ((g0 + 1) % 4))), 24)));
+      fn(4 * n + part, v, ws0, ws1);
+    }
+  }
+}
+
+// A repacked matrix (the AVX2 path's layouts): 16-row tiles as pairs of stored 8-row tiles.
+// job.o_begin is a multiple of 16 (matmul's chunks), so a tile's halves are whole 8-row tiles.
+template <typename TileT, typename TileFn>
+void pair_tiles(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileFn tile_fn) {
+  const WeightMatrix& w = *job.w;
+  __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
+  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
+    const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
+    TileT t;
+    t.lo = static_cast<const uint8_t*>(w.data) + (o0 / 8) * tile8_bytes;
+    t.hi = o0 + 8 < w.n_out ? t.lo + tile8_bytes : t.lo;  // no rows 8-15: read rows 0-7 again
+    t.next = t.lo + 2 * tile8_bytes;                       // past the matrix: harmless
+    t.step_bytes = 64 * ((2 * tile8_bytes / 64 + n_steps - 1) / n_steps);
     for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
       const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
       for (int r = 0; r < rb.R; ++r) acc[r] = _mm512_setzero_ps();

@@ -1,6 +1,8 @@
 #include "specdec/cpu.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -50,6 +52,28 @@ Isa initial_isa() {
   return best;
 }
 
+bool probe_amx() {
+  unsigned a, b, c, d;
+  if (probe() != Isa::Avx512 || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool tile = d & (1u << 24), int8 = d & (1u << 25);
+  if (!tile || !int8) return false;
+  // Linux enables the 8 KiB tile data state per process on request (since 5.16).
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtileData = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) == 0;
+}
+
+// Opt-in (SPECDEC_AMX=1): on a Sapphire Rapids host the AMX tiles were slower than the VNNI
+// tiles at M <= 17 and for Q6_K, and within the noise elsewhere (docs/BENCHMARKS.md section 20).
+bool initial_amx() {
+  const char* env = std::getenv("SPECDEC_AMX");
+  return env && std::string(env) == "1" && amx_detected();
+}
+
+std::atomic<bool>& amx_on() {
+  static std::atomic<bool> on{initial_amx()};
+  return on;
+}
+
 std::atomic<int>& active() {
   static std::atomic<int> isa{static_cast<int>(initial_isa())};
   return isa;
@@ -83,6 +107,23 @@ Isa set_active_isa(Isa isa) {
   if (static_cast<int>(isa) > static_cast<int>(detected_isa()))
     throw Error(std::string("ISA ") + isa_name(isa) + " is not supported by this CPU");
   return static_cast<Isa>(active().exchange(static_cast<int>(isa)));
+}
+
+bool amx_detected() {
+  static const bool amx = probe_amx();
+  return amx;
+}
+
+bool amx_active() { return amx_on().load(std::memory_order_relaxed); }
+
+bool set_amx_active(bool on) {
+  if (on && !amx_detected()) throw Error("AMX is not supported by this CPU (or the kernel refused the tile state)");
+  return amx_on().exchange(on);
+}
+
+std::string active_isa_label() {
+  const Isa isa = active_isa();
+  return std::string(isa_name(isa)) + (isa == Isa::Avx512 && amx_active() ? "+amx" : "");
 }
 
 }  // namespace specdec

@@ -20,7 +20,7 @@ using namespace matmul_detail;
 
 struct ActBuffers {
   std::vector<int8_t> values;
-  std::vector<float> scales32, sums16, sums32;
+  std::vector<float> scales32, sums16, sums32, scales32_bm, sums32_bm;
   std::vector<int32_t> neg128_sums32, neg32_sums16;
   QuantizedActs acts;
   ActBuffers(int M, int64_t n_in) {
@@ -34,12 +34,17 @@ struct ActBuffers {
     sums32.assign(static_cast<size_t>(M * acts.row_stride / 32), 99.0f);          // (M, row_stride / 32)
     neg128_sums32.assign(static_cast<size_t>(M * acts.row_stride / 32), 99);      // (M, row_stride / 32)
     neg32_sums16.assign(static_cast<size_t>(M * acts.group_stride), 99);          // (M, group_stride)
+    acts.block_stride = M + 3;  // rows allocated past M stay untouched
+    scales32_bm.assign(static_cast<size_t>(acts.block_stride * acts.row_stride / 32), 99.0f);  // (row_stride / 32, block_stride)
+    sums32_bm.assign(static_cast<size_t>(acts.block_stride * acts.row_stride / 32), 99.0f);    // (row_stride / 32, block_stride)
     acts.values = values.data();
     acts.scales32 = scales32.data();
     acts.sums16 = sums16.data();
     acts.sums32 = sums32.data();
     acts.neg128_sums32 = neg128_sums32.data();
     acts.neg32_sums16 = neg32_sums16.data();
+    acts.scales32_bm = scales32_bm.data();
+    acts.sums32_bm = sums32_bm.data();
   }
 };
 
@@ -72,6 +77,21 @@ void check_quantizer_equals_scalar(void (*quantize_simd)(const float*, int, int6
     EXPECT_TRUE(same_bits(scalar.sums32, simd.sums32)) << "n_in " << n_in;
     EXPECT_EQ(scalar.neg128_sums32, simd.neg128_sums32) << "n_in " << n_in;
     EXPECT_EQ(scalar.neg32_sums16, simd.neg32_sums16) << "n_in " << n_in;
+    EXPECT_TRUE(same_bits(scalar.scales32_bm, simd.scales32_bm)) << "n_in " << n_in;
+    EXPECT_TRUE(same_bits(scalar.sums32_bm, simd.sums32_bm)) << "n_in " << n_in;
+    // The block-major terms are the row-major ones transposed; the rows past M are untouched.
+    const int64_t n_blocks = scalar.acts.row_stride / 32;
+    for (int64_t b = 0; b < scalar.acts.n_pad / 32; ++b) {
+      for (int r = 0; r < M + 3; ++r) {
+        const size_t bm = static_cast<size_t>(b * scalar.acts.block_stride + r), rm = static_cast<size_t>(r * n_blocks + b);
+        if (r >= M) {
+          ASSERT_EQ(scalar.scales32_bm[bm], 99.0f) << "block " << b << " row " << r;
+          continue;
+        }
+        ASSERT_TRUE(std::memcmp(&scalar.scales32_bm[bm], &scalar.scales32[rm], 4) == 0) << "block " << b << " row " << r;
+        ASSERT_TRUE(std::memcmp(&scalar.sums32_bm[bm], &scalar.sums32[rm], 4) == 0) << "block " << b << " row " << r;
+      }
+    }
     // The ties really were rounded away from zero (std::round), not to even.
     EXPECT_EQ(scalar.values[static_cast<size_t>(scalar.acts.row_stride) + 1],
               static_cast<int8_t>(std::round(x[n_in + 1])));
