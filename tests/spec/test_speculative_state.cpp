@@ -437,7 +437,10 @@ TEST(SpeculativeAdaptive, RecoversFromAPreemptedVerifyTiming) {
               static_cast<long long>(s.n_cost_probes), static_cast<long long>(s.n_drafting_steps),
               static_cast<long long>(s.n_target_passes));
   EXPECT_GT(s.n_cost_probes, 0) << "no plain step re-timed a multi-row forward";
-  EXPECT_GT(s.n_drafting_steps, s.n_target_passes / 10) << "drafting did not resume";
+  // Before the fix drafting never resumed (0 steps). How much it drafts afterwards follows the
+  // measured costs: 19-51% of passes when run alone, 5% once in the sanitizer CI stage next to
+  // another test process, so only the resumption itself is asserted.
+  EXPECT_GT(s.n_drafting_steps, 0) << "drafting did not resume";
 }
 
 TEST(SpeculativeStats, ReportsPassesAcceptanceAndCosts) {
