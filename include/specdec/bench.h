@@ -286,7 +286,8 @@ double forced_acceptance_tps(Transformer& model, KvCache& cache, double alpha, i
 size_t peak_rss_bytes();
 size_t current_rss_bytes();
 
-// Human-readable report (the SIMULATION section is labelled as such).
+// Human-readable report (the SIMULATION section is labelled as such). Both reports throw Error
+// when a cost curve's four vectors differ in length (a report not made by run_bench).
 std::string bench_report_text(const BenchReport& report);
 // Every figure as a JSON document (pretty-printed).
 std::string bench_report_json(const BenchReport& report);

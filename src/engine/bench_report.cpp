@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "specdec/bench.h"
+#include "specdec/error.h"
 
 namespace specdec {
 
@@ -23,6 +24,20 @@ namespace {
 }
 
 double mib(size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
+
+// The report code indexes a curve's four vectors together.
+void check_curve(const CostCurve& c, const char* name) {
+  const size_t n = c.seconds.size();
+  if (c.cost.size() != n || c.min_seconds.size() != n || c.min_cost.size() != n)
+    throw Error(std::string("bench report: the ") + name + " cost curve's vectors differ in length (seconds " +
+                std::to_string(n) + ", cost " + std::to_string(c.cost.size()) + ", min_seconds " +
+                std::to_string(c.min_seconds.size()) + ", min_cost " + std::to_string(c.min_cost.size()) + ")");
+}
+
+void check_curves(const BenchReport& r) {
+  check_curve(r.short_curve, "short-context");
+  check_curve(r.long_curve, "long-context");
+}
 
 void put_curves(std::string& out, const BenchReport& r) {
   const bool have_long = !r.long_curve.empty();
@@ -212,6 +227,7 @@ void put_profiles(std::string& out, const BenchReport& r) {
 }
 
 std::string bench_report_text(const BenchReport& r) {
+  check_curves(r);
   std::string out;
   put(out, "specdec bench: %s%s%s\n", r.model_path.c_str(), r.model_name.empty() ? "" : " ",
       r.model_name.empty() ? "" : ("(" + r.model_name + ")").c_str());
@@ -264,6 +280,7 @@ std::string bench_report_text(const BenchReport& r) {
 }
 
 std::string bench_report_json(const BenchReport& r) {
+  check_curves(r);
   nlohmann::json j;
   j["model"] = {{"path", r.model_path}, {"name", r.model_name},   {"n_layers", r.n_layers},
                 {"n_embd", r.n_embd},   {"n_vocab", r.n_vocab},    {"n_ctx", r.n_ctx},

@@ -13,8 +13,8 @@
 #include "common/tiny_model.h"
 #include "specdec/bandwidth.h"
 #include "specdec/bench.h"
-#include "specdec/cpu.h"
 #include "specdec/error.h"
+#include "specdec/cpu.h"
 #include "specdec/model.h"
 #include "specdec/make_model.h"
 
@@ -397,6 +397,26 @@ TEST(BenchReportText, ComputeShareAbove100PercentIsFlagged) {
   text = bench_report_text(r);
   EXPECT_NE(text.find("prefill at 125%"), std::string::npos) << text;
   EXPECT_NE(text.find("WARNING: a share above 100%"), std::string::npos) << text;
+}
+
+TEST(BenchReportText, CurvesOfUnequalLengthAreAnErrorNamingTheLengths) {
+  BenchReport r;
+  r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};
+  r.short_curve.cost = {1.0, 1.2};
+  r.short_curve.min_cost = {1.0};  // one entry short
+  for (auto report : {bench_report_text, bench_report_json}) {
+    try {
+      report(r);
+      ADD_FAILURE() << "no error for a curve with a short min_cost";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("short-context cost curve's vectors differ in length (seconds 2, cost 2, "
+                                           "min_seconds 2, min_cost 1)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  r.short_curve.min_cost = {1.0, 1.1};
+  EXPECT_NO_THROW(bench_report_text(r));
 }
 
 }  // namespace
