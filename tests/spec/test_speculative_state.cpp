@@ -414,33 +414,38 @@ TEST(SpeculativeAdaptive, RecoversFromAPreemptedVerifyTiming) {
   SpeculativeDecoder plain(*target, nullptr);
   DraftModelDrafter self_drafter(*target);  // the target drafting for itself: all accepted
   testing::ClockFreeDrafter drafter(self_drafter);
-  SpecConfig config;
-  config.draft_max = 4;
-  SpeculativeDecoder spec(*target, &drafter, config);
-  bool injected = false;
-  for (int round = 0; round < 8; ++round) {
-    const std::vector<Token> prompt{1, static_cast<Token>(60 + round), static_cast<Token>(90 + round)};
-    if (!injected) {
-      spec.begin(prompt, greedy_params());  // times two 1-row forwards
-      // preempted 2-row forwards, each clipped to 3x the estimate: ~10x a 1-row forward, so no
-      // draft can pay even if the 1-row timing drifts (a sanitizer build, a busy machine)
-      for (int i = 0; i < 3; ++i) spec.observe_verify_timing(2, 1e3);
-      EXPECT_EQ(spec.stats().n_drafting_steps, 0);
-      injected = true;
+  // How much it drafts after recovering follows the measured costs (19-51% of passes alone,
+  // 5% once in the sanitizer CI stage next to another test process): up to three attempts with
+  // a fresh decoder, and one must draft more than a tenth of its passes. Before the fix drafting
+  // never resumed, so every attempt failed.
+  bool recovered = false;
+  for (int attempt = 0; attempt < 3 && !recovered; ++attempt) {
+    SpecConfig config;
+    config.draft_max = 4;
+    SpeculativeDecoder spec(*target, &drafter, config);
+    bool injected = false;
+    for (int round = 0; round < 8; ++round) {
+      const std::vector<Token> prompt{1, static_cast<Token>(60 + round), static_cast<Token>(90 + round)};
+      if (!injected) {
+        spec.begin(prompt, greedy_params());  // times two 1-row forwards
+        // preempted 2-row forwards, each clipped to 3x the estimate: ~10x a 1-row forward, so no
+        // draft can pay even if the 1-row timing drifts (a sanitizer build, a busy machine)
+        for (int i = 0; i < 3; ++i) spec.observe_verify_timing(2, 1e3);
+        EXPECT_EQ(spec.stats().n_drafting_steps, 0);
+        injected = true;
+      }
+      const int n_new = 120;
+      EXPECT_EQ(generate(spec, prompt, greedy_params(), n_new), generate(plain, prompt, greedy_params(), n_new))
+          << "round " << round;
     }
-    const int n_new = 120;
-    EXPECT_EQ(generate(spec, prompt, greedy_params(), n_new), generate(plain, prompt, greedy_params(), n_new))
-        << "round " << round;
+    const SpecStats& s = spec.stats();
+    std::printf("[measure] after a preempted verify timing (attempt %d): %lld cost probes, %lld drafting steps of %lld\n",
+                attempt + 1, static_cast<long long>(s.n_cost_probes), static_cast<long long>(s.n_drafting_steps),
+                static_cast<long long>(s.n_target_passes));
+    EXPECT_GT(s.n_cost_probes, 0) << "no plain step re-timed a multi-row forward";
+    recovered = s.n_drafting_steps > s.n_target_passes / 10;
   }
-  const SpecStats& s = spec.stats();
-  std::printf("[measure] after a preempted verify timing: %lld cost probes, %lld drafting steps of %lld\n",
-              static_cast<long long>(s.n_cost_probes), static_cast<long long>(s.n_drafting_steps),
-              static_cast<long long>(s.n_target_passes));
-  EXPECT_GT(s.n_cost_probes, 0) << "no plain step re-timed a multi-row forward";
-  // Before the fix drafting never resumed (0 steps). How much it drafts afterwards follows the
-  // measured costs: 19-51% of passes when run alone, 5% once in the sanitizer CI stage next to
-  // another test process, so only the resumption itself is asserted.
-  EXPECT_GT(s.n_drafting_steps, 0) << "drafting did not resume";
+  EXPECT_TRUE(recovered) << "drafting did not resume (three attempts)";
 }
 
 TEST(SpeculativeStats, ReportsPassesAcceptanceAndCosts) {
