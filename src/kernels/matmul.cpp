@@ -68,9 +68,10 @@ T* sized(std::vector<T>& v, int64_t n) {
   return v.data();
 }
 
-// The calling thread's activation buffers for M rows of n_in values (values and the
-// block-major terms: kAmxActRowSlack rows more, which the AMX tiles read and ignore).
-QuantizedActs thread_acts(int M, int64_t n_in) {
+// The calling thread's activation buffers for M rows of n_in values (values: kAmxActRowSlack
+// rows more, which the AMX tiles read and ignore); the block-major terms only for a call on
+// AMX (amx: their rows have the same slack).
+QuantizedActs thread_acts(int M, int64_t n_in, bool amx) {
   thread_local ActStorage s;
   QuantizedActs a;
   a.n_pad = padded_values(n_in);
@@ -83,9 +84,11 @@ QuantizedActs thread_acts(int M, int64_t n_in) {
   a.neg128_sums32 = sized(s.neg128_sums32, M * a.row_stride / 32);
   a.neg32_sums16 = sized(s.neg32_sums16, M * a.group_stride);
   a.sums32 = sized(s.sums32, M * a.row_stride / 32);
-  a.block_stride = M + kAmxActRowSlack;
-  a.scales32_bm = sized(s.scales32_bm, a.block_stride * a.row_stride / 32);
-  a.sums32_bm = sized(s.sums32_bm, a.block_stride * a.row_stride / 32);
+  if (amx) {
+    a.block_stride = M + kAmxActRowSlack;
+    a.scales32_bm = sized(s.scales32_bm, a.block_stride * a.row_stride / 32);
+    a.sums32_bm = sized(s.sums32_bm, a.block_stride * a.row_stride / 32);
+  }
   return a;
 }
 
@@ -211,10 +214,11 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
   if (active_isa() == Isa::Avx512) quantize_fn = quantize_activations_avx512;
   if (active_isa() == Isa::Avx2) quantize_fn = quantize_activations_avx2;
   QuantizedActs acts;
-  if (any_quantized) acts = thread_acts(M, n_in);
+  const bool amx = active_isa() == Isa::Avx512 && M >= kAmxMinRows && amx_active();
+  if (any_quantized) acts = thread_acts(M, n_in, amx);
   void (*range_fn)(const RangeJob&) = matmul_range_scalar;
   switch (active_isa()) {
-    case Isa::Avx512: range_fn = M >= kAmxMinRows && amx_active() ? matmul_range_amx : matmul_range_avx512; break;
+    case Isa::Avx512: range_fn = amx ? matmul_range_amx : matmul_range_avx512; break;
     case Isa::Avx2: range_fn = matmul_range_avx2; break;
     case Isa::Scalar: break;
   }

@@ -41,7 +41,7 @@ void zero_act_padding(const QuantizedActs& row, int64_t n_in) {
   for (int64_t g = n_in / 16; g < row.n_groups_pad; ++g) row.sums16[g] = 0.0f, row.neg32_sums16[g] = 0;
   for (int64_t b = n_in / 32; b < row.n_pad / 32; ++b) {
     row.scales32[b] = 0.0f, row.neg128_sums32[b] = 0, row.sums32[b] = 0.0f;
-    row.scales32_bm[b * row.block_stride] = 0.0f, row.sums32_bm[b * row.block_stride] = 0.0f;
+    if (row.scales32_bm != nullptr) row.scales32_bm[b * row.block_stride] = 0.0f, row.sums32_bm[b * row.block_stride] = 0.0f;
   }
 }
 

@@ -66,7 +66,9 @@ struct QuantizedActs {
   int32_t* neg32_sums16 = nullptr;   // (M, group_stride) -32 * sum(a) over each group of 16
   float* sums32 = nullptr;           // (M, row_stride / 32) sum(a) over each block of 32, as float
   // The same d and sum(a) of each block, block-major, for the AMX tiles (matmul_tiles_amx.cpp):
-  // a block's rows side by side, so 16 rows' terms are one base address and 16 offsets.
+  // a block's rows side by side, so 16 rows' terms are one base address and 16 offsets. Null
+  // (and not written) unless the call runs on AMX: on the decode path they would be 2 more
+  // cache lines written per block.
   int64_t block_stride = 0;       // entries per block: the rows allocated (M + kAmxActRowSlack)
   float* scales32_bm = nullptr;   // (row_stride / 32, block_stride) d of block b of row r at b * block_stride + r
   float* sums32_bm = nullptr;     // (row_stride / 32, block_stride) sum(a) over block b of row r, as float
@@ -81,8 +83,10 @@ inline QuantizedActs acts_from_row(const QuantizedActs& a, int64_t r) {
   v.neg128_sums32 += r * (a.row_stride / 32);
   v.neg32_sums16 += r * a.group_stride;
   v.sums32 += r * (a.row_stride / 32);
-  v.scales32_bm += r;
-  v.sums32_bm += r;
+  if (a.scales32_bm != nullptr) {
+    v.scales32_bm += r;
+    v.sums32_bm += r;
+  }
   return v;
 }
 
@@ -97,8 +101,10 @@ inline void store_block_terms(const QuantizedActs& row, int64_t b, float d, int 
   row.neg32_sums16[2 * b + 1] = -32 * sum1;
   row.neg128_sums32[b] = -128 * (sum0 + sum1);
   row.sums32[b] = static_cast<float>(sum0 + sum1);
-  row.scales32_bm[b * row.block_stride] = d;
-  row.sums32_bm[b * row.block_stride] = static_cast<float>(sum0 + sum1);
+  if (row.scales32_bm != nullptr) {
+    row.scales32_bm[b * row.block_stride] = d;
+    row.sums32_bm[b * row.block_stride] = static_cast<float>(sum0 + sum1);
+  }
 }
 
 // Zeros the padding of the first row of `row`: values n_in..n_pad and their blocks' terms.
@@ -204,7 +210,8 @@ void matmul_range_repacked_avx2(const RangeJob& job);
 
 // AMX tiles (matmul_tiles_amx.cpp) for the Q8_0, Q4_K, Q5_K and Q6_K matrices, in place or
 // repacked: the same bits as matmul_range_avx512 (which it calls for every other type). Needs
-// amx_detected(), and job.acts.values readable kAmxActRowSlack rows past job.M.
+// amx_detected(), job.acts.values readable kAmxActRowSlack rows past job.M, and the
+// block-major terms (thread_acts with amx).
 void matmul_range_amx(const RangeJob& job);
 // The AVX-512 path runs calls of at least this many activation rows on AMX when amx_active():
 // below, the VNNI tiles were faster for every type measured (BENCHMARKS section 20).

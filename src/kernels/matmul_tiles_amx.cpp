@@ -278,7 +278,9 @@ bool amx_range(const RangeJob& job) {
 }  // namespace
 
 void matmul_range_amx(const RangeJob& job) {
-  if (!amx_range(job)) {
+  // Without the block-major terms (activations prepared for another path) the VNNI tiles give
+  // the same bits.
+  if (job.acts.scales32_bm == nullptr || !amx_range(job)) {
     matmul_range_avx512(job);
     return;
   }
