@@ -68,9 +68,9 @@ T* sized(std::vector<T>& v, int64_t n) {
   return v.data();
 }
 
-// The calling thread's activation buffers for M rows of n_in values (values: kAmxActRowSlack
-// rows more, which the AMX tiles read and ignore); the block-major terms only for a call on
-// AMX (amx: their rows have the same slack).
+// The calling thread's activation buffers for M rows of n_in values. For a call on AMX (amx)
+// also the block-major terms, and kAmxActRowSlack more rows of values and terms, which the AMX
+// tiles read and ignore.
 QuantizedActs thread_acts(int M, int64_t n_in, bool amx) {
   thread_local ActStorage s;
   QuantizedActs a;
@@ -78,7 +78,7 @@ QuantizedActs thread_acts(int M, int64_t n_in, bool amx) {
   a.n_groups_pad = padded_groups(n_in);
   a.row_stride = act_row_stride(n_in);
   a.group_stride = act_group_stride(n_in);
-  a.values = sized(s.values, (M + kAmxActRowSlack) * a.row_stride);
+  a.values = sized(s.values, (M + (amx ? kAmxActRowSlack : 0)) * a.row_stride);
   a.scales32 = sized(s.scales32, M * a.row_stride / 32);
   a.sums16 = sized(s.sums16, M * a.group_stride);
   a.neg128_sums32 = sized(s.neg128_sums32, M * a.row_stride / 32);

@@ -34,8 +34,8 @@ constexpr int64_t kPadValues = 64;
 // 8-bit activations stay cache-resident while each weight row is applied to all of them).
 constexpr int kRowBlock = 64;
 
-// Rows past M that the activation values and the block-major terms hold (unused): the AMX
-// tiles read 16 activation rows at a time and ignore the rows past M.
+// Rows past M that the activation values and the block-major terms hold for a call on AMX
+// (unused): the AMX tiles read 16 activation rows at a time and ignore the rows past M.
 constexpr int kAmxActRowSlack = 15;
 
 constexpr int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }

@@ -30,8 +30,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "kernels/matmul_internal.h"
 #include "kernels/matmul_tiles_avx512.h"
 #include "kernels/quant_blocks.h"
@@ -95,8 +93,8 @@ inline void product(int stage, const int8_t* a, int64_t a_stride, const uint8_t*
 }
 #undef SPECDEC_AMX_PRODUCT
 
-// ---- Per type: how a block of 32 values is multiplied (kPerBlock products of kBytes values;
-// signed or unsigned weights) and scaled. decode(t, step, fn) calls fn(block, v, w0, w1) for
+// ---- Per type: how a block of 32 values is multiplied (kPerBlock products of 32 / kPerBlock
+// values; signed or unsigned weights) and scaled. decode(t, step, fn) calls fn(block, v, w0, w1) for
 // the blocks of one step of the tile (a super-block; Q8_0: one block), v[8] the values as the
 // B operand wants them; step(acc, c0, c1, w, da, sum) is the VNNI tile's float step for one
 // activation row and block: c0 (c1) the stored integer sums of its products, w the block's
@@ -123,7 +121,7 @@ struct Q45_KKind {
   static constexpr bool kSignedB = false;
   template <typename TileT, typename Fn>
   static void decode(const TileT& t, int64_t step, Fn&& fn) {
-    q45_k_sub_blocks<kFiveBit>(t, step, [&](int sub, const __m512i* v, __m512 ws, __m512 wm) { fn(sub, v, ws, wm); });
+    q45_k_sub_blocks<kFiveBit>(t, step, fn);  // fn(sub, v, ws, wm)
   }
   static __m512 step(__m512 acc, const int32_t* c0, const int32_t*, const __m512* w, float da, float sum) {
     const __m512 sdot = _mm512_cvtepi32_ps(_mm512_load_si512(c0));
@@ -234,8 +232,6 @@ void amx_tile(const TileT& t, int64_t n_steps, const RowBlock& rb, __m512* acc) 
   }
 }
 
-#define SPECDEC_AMX_TILE(...) [](const auto& t, int64_t n, const RowBlock& rb, __m512* acc) { __VA_ARGS__(t, n, rb, acc); }
-
 // Runs job on the AMX tiles; false (doing nothing) for a type or layout they do not cover.
 bool amx_range(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
@@ -244,36 +240,35 @@ bool amx_range(const RangeJob& job) {
   if (w.layout == WeightLayout::Q8_0Tiles8) {
     if (w.type != DType::Q8_0) return false;
     configure_tiles(32);
-    pair_tiles<Q8PairTile>(job, q8_tile_bytes(w.n_in), n32, SPECDEC_AMX_TILE(amx_tile<Q8_0Kind>));
+    pair_tiles<Q8PairTile>(job, q8_tile_bytes(w.n_in), n32, SPECDEC_TILE(amx_tile<Q8_0Kind>));
     return true;
   }
   if (w.layout == WeightLayout::Chunks16Tiles8) {
     switch (w.type) {
       case DType::Q4_K:
         configure_tiles(32);
-        pair_tiles<ChunkPairTile<kQ4K>>(job, n256 * ChunkPairTile<kQ4K>::kStride, n256, SPECDEC_AMX_TILE(amx_tile<Q45_KKind<false>>));
+        pair_tiles<ChunkPairTile<kQ4K>>(job, n256 * ChunkPairTile<kQ4K>::kStride, n256, SPECDEC_TILE(amx_tile<Q45_KKind<false>>));
         return true;
       case DType::Q5_K:
         configure_tiles(32);
-        pair_tiles<ChunkPairTile<kQ5K>>(job, n256 * ChunkPairTile<kQ5K>::kStride, n256, SPECDEC_AMX_TILE(amx_tile<Q45_KKind<true>>));
+        pair_tiles<ChunkPairTile<kQ5K>>(job, n256 * ChunkPairTile<kQ5K>::kStride, n256, SPECDEC_TILE(amx_tile<Q45_KKind<true>>));
         return true;
       case DType::Q6_K:
         configure_tiles(16);
-        pair_tiles<ChunkPairTile<kQ6K>>(job, n256 * ChunkPairTile<kQ6K>::kStride, n256, SPECDEC_AMX_TILE(amx_tile<Q6_KKind>));
+        pair_tiles<ChunkPairTile<kQ6K>>(job, n256 * ChunkPairTile<kQ6K>::kStride, n256, SPECDEC_TILE(amx_tile<Q6_KKind>));
         return true;
       default: return false;
     }
   }
   if (w.layout != WeightLayout::RowMajor) return false;
   switch (w.type) {
-    case DType::Q8_0: configure_tiles(32); in_place_tiles(job, n32, SPECDEC_AMX_TILE(amx_tile<Q8_0Kind>)); return true;
-    case DType::Q4_K: configure_tiles(32); in_place_tiles(job, n256, SPECDEC_AMX_TILE(amx_tile<Q45_KKind<false>>)); return true;
-    case DType::Q5_K: configure_tiles(32); in_place_tiles(job, n256, SPECDEC_AMX_TILE(amx_tile<Q45_KKind<true>>)); return true;
-    case DType::Q6_K: configure_tiles(16); in_place_tiles(job, n256, SPECDEC_AMX_TILE(amx_tile<Q6_KKind>)); return true;
+    case DType::Q8_0: configure_tiles(32); in_place_tiles(job, n32, SPECDEC_TILE(amx_tile<Q8_0Kind>)); return true;
+    case DType::Q4_K: configure_tiles(32); in_place_tiles(job, n256, SPECDEC_TILE(amx_tile<Q45_KKind<false>>)); return true;
+    case DType::Q5_K: configure_tiles(32); in_place_tiles(job, n256, SPECDEC_TILE(amx_tile<Q45_KKind<true>>)); return true;
+    case DType::Q6_K: configure_tiles(16); in_place_tiles(job, n256, SPECDEC_TILE(amx_tile<Q6_KKind>)); return true;
     default: return false;
   }
 }
-#undef SPECDEC_AMX_TILE
 
 }  // namespace
 
