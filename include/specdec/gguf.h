@@ -93,7 +93,9 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  // Maps and parses `path`. Throws Error for I/O problems and malformed files.
+  // Maps and parses `path`. Throws Error for I/O problems and malformed files. The header's
+  // pages are dropped from the mapping once parsed (metadata and tensor names are copies): a
+  // 32,000-token vocabulary's ~0.8 MB would otherwise stay resident next to its copy.
   // Guarantees: every tensor's [data, data + n_bytes) lies inside the mapping, its type is known,
   // dims[0] is a multiple of the block size, offsets are multiples of alignment(); keys and
   // tensor names are unique. Cost: O(header size); tensor data is mapped, not read.
@@ -138,7 +140,9 @@ class GgufFile {
 
  private:
   GgufFile() = default;
-  void parse_all(const uint8_t* data, size_t size);
+  // Returns the header's size: the bytes before the tensor data section (all of them when the
+  // file has no tensors). Everything parse_all keeps is a copy, so those bytes are not read again.
+  uint64_t parse_all(const uint8_t* data, size_t size);
 
   std::string path_;
   std::unique_ptr<MappedFile> mapping_;

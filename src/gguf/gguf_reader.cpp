@@ -182,21 +182,22 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   auto mapping = std::make_unique<MappedFile>(path);
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->path_ = path;
-  file->parse_all(mapping->data(), mapping->size());
+  const uint64_t header_bytes = file->parse_all(mapping->data(), mapping->size());
   file->mapping_ = std::move(mapping);
+  file->release_pages(file->mapping_->data(), static_cast<size_t>(header_bytes));
   return file;
 }
 
 std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, const std::string& name) {
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->path_ = name;
-  file->parse_all(data, size);
+  (void)file->parse_all(data, size);
   return file;
 }
 
 GgufFile::~GgufFile() = default;
 
-void GgufFile::parse_all(const uint8_t* data, size_t size) {
+uint64_t GgufFile::parse_all(const uint8_t* data, size_t size) {
   Cursor cur(data, size, path_);
   if (size == 0) cur.fail("file is empty (0 bytes), expected a GGUF header");
 
@@ -300,7 +301,7 @@ void GgufFile::parse_all(const uint8_t* data, size_t size) {
   }
 
   // ---- data section: starts at the next multiple of the alignment after the header.
-  if (tensors_.empty()) return;
+  if (tensors_.empty()) return cur.pos();
   const uint64_t data_start = align_up(cur.pos(), alignment_);
   if (data_start > size)
     cur.fail("truncated: the tensor data section should start at offset " +
@@ -316,6 +317,7 @@ void GgufFile::parse_all(const uint8_t* data, size_t size) {
                std::to_string(data_size) + " bytes (file truncated?)");
     t.data = data + data_start + t.offset;
   }
+  return data_start;
 }
 
 void GgufFile::release_pages(const void* p, size_t n) const {

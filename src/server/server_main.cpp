@@ -83,8 +83,8 @@ void run_serve(ServeArgs& args) {
   model.id = args.alias.empty() ? path.filename().string() : args.alias;
   model.accepted_names = {model.id, path.filename().string(), path.stem().string(), args.engine.model};
   const Tokenizer& tokenizer = engine.tokenizer();
-  if (tokenizer.special().bos >= 0) model.bos_text = tokenizer.token_text(tokenizer.special().bos);
-  if (tokenizer.special().eos >= 0) model.eos_text = tokenizer.token_text(tokenizer.special().eos);
+  if (tokenizer.special().bos >= 0) model.bos_text = std::string(tokenizer.token_text(tokenizer.special().bos));
+  if (tokenizer.special().eos >= 0) model.eos_text = std::string(tokenizer.token_text(tokenizer.special().eos));
   choose_chat_template(args, engine, &model);
   const EngineOptions& engine_options = engine.options();
   model.default_spec.method = engine.method();

@@ -120,7 +120,7 @@ uint64_t vocab_fingerprint(std::span<const std::string> token_texts) {
 uint64_t vocab_fingerprint(const Tokenizer& tokenizer) {
   std::vector<std::string> texts;  // (n_vocab)
   texts.reserve(static_cast<size_t>(tokenizer.n_vocab()));
-  for (Token id = 0; id < tokenizer.n_vocab(); ++id) texts.push_back(tokenizer.token_text(id));
+  for (Token id = 0; id < tokenizer.n_vocab(); ++id) texts.emplace_back(tokenizer.token_text(id));
   return vocab_fingerprint(texts);
 }
 

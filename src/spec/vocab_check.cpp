@@ -10,7 +10,7 @@ VocabView VocabView::of(const Tokenizer& tokenizer) {
   VocabView view;
   view.model = tokenizer.model_name();
   view.n_vocab = tokenizer.n_vocab();
-  view.text = [&tokenizer](Token id) { return tokenizer.token_text(id); };
+  view.text = [&tokenizer](Token id) { return std::string(tokenizer.token_text(id)); };
   view.special = tokenizer.special();
   return view;
 }

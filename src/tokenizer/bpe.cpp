@@ -38,13 +38,13 @@ class BpeTokenizer final : public VocabTokenizer {
     if (!gguf.has("tokenizer.ggml.add_bos_token")) special_.add_bos = config_.add_bos && special_.bos >= 0;
     load_merges(gguf);
     const size_t n_vocab = tokens_.size();
-    pieces_.resize(n_vocab);
+    pieces_.reserve(n_vocab, n_vocab * 8);
     for (size_t id = 0; id < n_vocab; ++id) {
       switch (attrs_[id]) {
         case TokenAttr::Normal:
-        case TokenAttr::Byte: pieces_[id] = byte_level_decode(tokens_[id]); break;
-        case TokenAttr::UserDefined: pieces_[id] = tokens_[id]; break;  // stored as plain text
-        default: break;  // control, unknown, unused: no text unless rendered
+        case TokenAttr::Byte: pieces_.push_back(byte_level_decode(tokens_[id])); break;
+        case TokenAttr::UserDefined: pieces_.push_back(tokens_[id]); break;  // stored as plain text
+        default: pieces_.push_back({}); break;  // control, unknown, unused: no text unless rendered
       }
     }
     for (int b = 0; b < 256; ++b) byte_tokens_[b] = find_token(byte_to_utf8(static_cast<uint8_t>(b)));
@@ -65,9 +65,9 @@ class BpeTokenizer final : public VocabTokenizer {
     if (id < 0 || id >= n_vocab()) return "";
     const auto i = static_cast<size_t>(id);
     if (render_special && (attrs_[i] == TokenAttr::Control || attrs_[i] == TokenAttr::Unknown)) {
-      return tokens_[i];
+      return std::string(tokens_[i]);
     }
-    return pieces_[i];
+    return std::string(pieces_[i]);
   }
 
  private:
@@ -216,7 +216,7 @@ class BpeTokenizer final : public VocabTokenizer {
   PreTokenizerConfig config_;
   PreTokenizer pre_;
   std::unordered_map<uint64_t, Merge> merges_;  // (left id, right id) -> rank and result
-  std::vector<std::string> pieces_;             // (n_vocab) bytes of each token
+  PackedStrings pieces_;                        // (n_vocab) bytes of each token
   Token byte_tokens_[256];                      // byte -> token of its one-character text
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<Token>, StringHash, std::equal_to<>> cache_;

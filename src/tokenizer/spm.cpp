@@ -23,7 +23,7 @@ namespace {
 constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
 
 // Parses "<0xAB>" -> 0xAB; -1 when `text` is not of that form.
-int parse_byte_token(const std::string& text) {
+int parse_byte_token(std::string_view text) {
   if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') return -1;
   int value = 0;
   for (size_t i = 3; i < 5; ++i) {
@@ -43,36 +43,35 @@ class SpmTokenizer final : public VocabTokenizer {
   explicit SpmTokenizer(const GgufFile& gguf) {
     load_vocab(gguf, "llama");
     const size_t n_vocab = tokens_.size();
-    pieces_.resize(n_vocab);
+    pieces_.reserve(n_vocab, n_vocab * 8);
     for (size_t id = 0; id < n_vocab; ++id) {
-      const std::string& text = tokens_[id];
+      const std::string_view text = tokens_[id];
+      std::string piece;
       switch (attrs_[id]) {
         case TokenAttr::Normal:
-        case TokenAttr::UserDefined: {
-          std::string piece;
+        case TokenAttr::UserDefined:
           for (size_t pos = 0; pos < text.size();) {
-            if (text.compare(pos, kSpaceMarker.size(), kSpaceMarker) == 0) {
+            if (text.substr(pos, kSpaceMarker.size()) == kSpaceMarker) {
               piece.push_back(' ');
               pos += kSpaceMarker.size();
             } else {
               piece.push_back(text[pos++]);
             }
           }
-          pieces_[id] = std::move(piece);
           break;
-        }
         case TokenAttr::Byte: {
           const int value = parse_byte_token(text);
           if (value < 0) {
-            throw Error(gguf.path() + ": token " + std::to_string(id) + " '" + text +
+            throw Error(gguf.path() + ": token " + std::to_string(id) + " '" + std::string(text) +
                         "' has type byte but is not of the form <0xXX>");
           }
-          pieces_[id] = std::string(1, static_cast<char>(value));
+          piece = std::string(1, static_cast<char>(value));
           break;
         }
         default:
           break;  // control, unknown, unused: no text unless rendered
       }
+      pieces_.push_back(piece);
     }
     // Byte fallback: <0xXX>, else the one-byte token, else <unk> (llama.cpp's order).
     for (int b = 0; b < 256; ++b) {
@@ -113,10 +112,10 @@ class SpmTokenizer final : public VocabTokenizer {
     if (id < 0 || id >= n_vocab()) return "";
     const auto i = static_cast<size_t>(id);
     if (render_special) {
-      if (attrs_[i] == TokenAttr::Control) return tokens_[i];
+      if (attrs_[i] == TokenAttr::Control) return std::string(tokens_[i]);
       if (attrs_[i] == TokenAttr::Unknown) return "\xE2\x96\x85";  // U+2585, as llama.cpp renders <unk>
     }
-    return pieces_[i];
+    return std::string(pieces_[i]);
   }
 
  private:
@@ -189,7 +188,7 @@ class SpmTokenizer final : public VocabTokenizer {
     }
   }
 
-  std::vector<std::string> pieces_;  // (n_vocab) text of each token as it appears in output
+  PackedStrings pieces_;             // (n_vocab) text of each token as it appears in output
   Token byte_tokens_[256];           // byte -> fallback token (-1: none)
 };
 

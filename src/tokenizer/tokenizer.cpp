@@ -2,6 +2,9 @@
 // special-token metadata, special-token partitioning, decode.
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "specdec/error.h"
@@ -40,6 +43,27 @@ bool Tokenizer::is_end_of_generation(Token id) const {
   return std::find(eog.begin(), eog.end(), id) != eog.end();
 }
 
+std::string_view PackedStrings::at(size_t i) const {
+  if (i >= size()) {
+    throw std::out_of_range("PackedStrings::at: index " + std::to_string(i) + " of " + std::to_string(size()) + " strings");
+  }
+  return (*this)[i];
+}
+
+void PackedStrings::push_back(std::string_view s) {
+  if (s.size() > UINT32_MAX - chars_.size()) {
+    throw Error("string table: " + std::to_string(chars_.size()) + " + " + std::to_string(s.size()) +
+                " bytes pass the 4 GiB limit");
+  }
+  chars_.append(s);
+  ends_.push_back(static_cast<uint32_t>(chars_.size()));
+}
+
+void PackedStrings::reserve(size_t n_strings, size_t n_chars) {
+  ends_.reserve(n_strings);
+  chars_.reserve(n_chars);
+}
+
 namespace tok {
 namespace {
 
@@ -65,9 +89,38 @@ std::string lowercase(std::string s) {
 
 }  // namespace
 
+void TokenIndex::build(const PackedStrings& texts) {
+  size_t capacity = 16;
+  while (capacity < 2 * texts.size()) capacity *= 2;
+  slots_.assign(capacity, -1);
+  const size_t mask = capacity - 1;
+  for (size_t id = 0; id < texts.size(); ++id) {
+    const std::string_view text = texts[id];
+    size_t slot = std::hash<std::string_view>{}(text) & mask;
+    while (slots_[slot] >= 0 && texts[static_cast<size_t>(slots_[slot])] != text) slot = (slot + 1) & mask;
+    slots_[slot] = static_cast<Token>(id);  // a duplicate overwrites: the last id wins
+  }
+}
+
+Token TokenIndex::find(const PackedStrings& texts, std::string_view s) const {
+  if (slots_.empty()) return -1;
+  const size_t mask = slots_.size() - 1;
+  for (size_t slot = std::hash<std::string_view>{}(s) & mask;; slot = (slot + 1) & mask) {
+    const Token id = slots_[slot];
+    if (id < 0 || texts[static_cast<size_t>(id)] == s) return id;
+  }
+}
+
 void VocabTokenizer::load_vocab(const GgufFile& gguf, const std::string& model) {
   model_ = model;
-  tokens_ = gguf.get_string_array("tokenizer.ggml.tokens");
+  {
+    const std::vector<std::string> texts = gguf.get_string_array("tokenizer.ggml.tokens");
+    size_t n_chars = 0;
+    for (const std::string& t : texts) n_chars += t.size();
+    tokens_ = PackedStrings();
+    tokens_.reserve(texts.size(), n_chars);
+    for (const std::string& t : texts) tokens_.push_back(t);
+  }
   const size_t n_vocab = tokens_.size();
   if (n_vocab == 0) throw Error(gguf.path() + ": tokenizer.ggml.tokens is empty");
   if (n_vocab > static_cast<size_t>(INT32_MAX)) {
@@ -91,9 +144,7 @@ void VocabTokenizer::load_vocab(const GgufFile& gguf, const std::string& model) 
     }
     for (size_t i = 0; i < n_vocab; ++i) attrs_[i] = attr_from_gguf_type(types[i], i, gguf.path());
   }
-  token_to_id_.clear();
-  token_to_id_.reserve(n_vocab);
-  for (size_t i = 0; i < n_vocab; ++i) token_to_id_[tokens_[i]] = static_cast<Token>(i);
+  token_to_id_.build(tokens_);
 
   special_ = SpecialTokens{};
   if (model == "llama") {
@@ -193,7 +244,7 @@ std::vector<Fragment> VocabTokenizer::partition(std::string_view text, bool pars
   for (Token id : matchable_) {
     const TokenAttr attr = attrs_[static_cast<size_t>(id)];
     if (!parse_special && (attr == TokenAttr::Control || attr == TokenAttr::Unknown)) continue;
-    const std::string& needle = tokens_[static_cast<size_t>(id)];
+    const std::string_view needle = tokens_[static_cast<size_t>(id)];
     if (text.find(needle) == std::string_view::npos) continue;
     const uint8_t strip = strip_flags_[static_cast<size_t>(id)];
     next.clear();

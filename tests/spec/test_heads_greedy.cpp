@@ -47,7 +47,9 @@ double expect_greedy_identical(Transformer& target, Drafter& drafter, const Spec
   const double acceptance = spec.stats().acceptance_rate();
   std::printf("[measure] %s: acceptance %.3f, tokens/pass %.2f\n", label.c_str(), acceptance,
               spec.stats().mean_tokens_per_pass());
-  if (require_drafts) EXPECT_GT(spec.stats().n_drafted, 0) << label << ": nothing was drafted";
+  if (require_drafts) {
+    EXPECT_GT(spec.stats().n_drafted, 0) << label << ": nothing was drafted";
+  }
   return acceptance;
 }
 
