@@ -59,7 +59,7 @@ void load_vocabularies() {
       Vocabulary v{s.file, Tokenizer::from_gguf(*gguf), s.round_trip, {}};
       for (Token id = 0; id < v.tok->n_vocab(); ++id)
         if (v.tok->model_name() == "llama" && v.tok->token_attr(id) == TokenAttr::UserDefined)
-          v.spm_user_defined.push_back(v.tok->token_text(id));
+          v.spm_user_defined.emplace_back(v.tok->token_text(id));
       vocabularies().push_back(std::move(v));
     } catch (const Error& e) {
       std::fprintf(stderr, "fuzz_tokenizer: skipping %s: %s\n", s.file, e.what());

@@ -29,7 +29,7 @@ enum class GgufValueType : uint32_t {
 };
 const char* gguf_value_type_name(GgufValueType t);
 
-struct GgufArray;
+class GgufArray;
 
 // One metadata value. Arrays hold one element type (GGUF has no nested arrays of mixed types;
 // nested arrays are allowed and represented recursively).

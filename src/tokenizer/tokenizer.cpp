@@ -209,7 +209,7 @@ void VocabTokenizer::find_end_of_generation() {
   // Token texts that end a turn in common chat formats (the list llama.cpp recognises).
   static const char* const kEotTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
                                           "<|endoftext|>", "<EOT>", "_<EOT>",
-                                          "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
+                                          ("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>")};
   static const char* const kEogTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
                                           "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
                                           "<|end_of_text|>"};
