@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -137,6 +138,10 @@ class GgufFile {
   // Drops the resident pages wholly inside [p, p + n) of the mapping (MappedFile::release);
   // does nothing for a parsed in-memory image.
   void release_pages(const void* p, size_t n) const;
+  // Drops the resident pages of the whole mapping except those holding a byte of some range
+  // in `keep` ({first byte, length} inside the mapping, any order; MappedFile::release_all_except):
+  // for a loader that goes on reading only those ranges. Nothing for a parsed in-memory image.
+  void release_pages_except(std::vector<std::pair<const uint8_t*, size_t>> keep) const;
 
  private:
   GgufFile() = default;

@@ -42,7 +42,7 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 //    the row-major row size.
 //  - Chunks16Tiles8: the same idea for the super-block types Q4_K, Q5_K and Q6_K: each
 //    16-byte chunk of 8 rows' blocks stored transposed (layouts in src/kernels/matmul_internal.h).
-enum class WeightLayout { RowMajor = 0, Q8_0Tiles8 = 1, Chunks16Tiles8 = 2 };
+enum class WeightLayout { RowMajor = 0, Q8_0Tiles8 = 1, Chunks16Tiles8 = 2, Blocks32PairTiles8 = 3 };
 
 struct WeightMatrix {
   DType type = DType::F32;
@@ -56,8 +56,9 @@ struct WeightMatrix {
 // ---- repacked weights (src/kernels/repack.cpp)
 // Bytes of w's repacked copy for the active ISA, or 0 when w keeps its file layout there (today
 // Q8_0, Q4_K, Q5_K and Q6_K on the AVX2 and AVX-512 paths have one (AVX-512 reads a 16-row
-// tile as two stored 8-row tiles); the scalar path reads every type in place; and
-// 0 for a matrix that is already repacked).
+// tile as two stored 8-row tiles), and Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64 on
+// the AVX-512 path; the scalar path reads every type in place; and 0 for a matrix that is
+// already repacked).
 size_t repacked_bytes(const WeightMatrix& w);
 // Rows of the repacked layout written together (repack_rows' o_begin is a multiple of this).
 constexpr int64_t kRepackTileRows = 8;

@@ -4,8 +4,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace specdec {
+
+using ByteRange = std::pair<const uint8_t*, size_t>;  // {first byte, length}
+
+// The parts of [begin, end) that no range of `keep` covers, in order, none empty. Requires: each
+// kept range lies inside [begin, end). Cost: O(k log k).
+std::vector<ByteRange> ranges_outside(const uint8_t* begin, const uint8_t* end, std::vector<ByteRange> keep);
 
 class MappedFile {
  public:
@@ -22,6 +30,11 @@ class MappedFile {
   // partial pages at its ends stay): they leave its RSS and are read again from the page cache
   // if touched. For data copied elsewhere (repacked weights). Error for a range outside the map.
   void release(const void* p, size_t n) const;
+  // release() of every part of the mapping outside the kept ranges (ranges_outside), so only the
+  // pages a kept range touches stay. Error naming the file for a kept range outside the map.
+  // (Some kernels map file pages as large folios and drop whole folios, kept bytes included:
+  // those are read again from the page cache when touched.)
+  void release_all_except(std::vector<ByteRange> keep) const;
 
  private:
   std::string path_;

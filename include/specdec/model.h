@@ -201,6 +201,9 @@ class Transformer {
   ThreadPool& pool() { return *pool_; }
   // Bytes of weights streamed by one forward (all matmul weights + embeddings row).
   size_t weight_bytes() const;
+  // Bytes of the weights copied into a repacked layout at load (0 with repack_weights off or
+  // on the scalar path).
+  size_t repacked_weight_bytes() const { return repacked_weight_bytes_; }
 
   // Runs the batch; caches[batch.seq[i]] is row i's cache. Validates the batch (positions,
   // parents, capacity) and throws Error on a bad one before touching any cache.
@@ -236,6 +239,7 @@ class Transformer {
   std::unique_ptr<Scratch> scratch_;
   std::unique_ptr<ThreadPool> pool_;
   DType kv_type_ = DType::F32;
+  size_t repacked_weight_bytes_ = 0;
   ForwardProfile* profile_ = nullptr;
 };
 

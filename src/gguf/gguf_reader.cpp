@@ -324,4 +324,8 @@ void GgufFile::release_pages(const void* p, size_t n) const {
   if (mapping_) mapping_->release(p, n);
 }
 
+void GgufFile::release_pages_except(std::vector<std::pair<const uint8_t*, size_t>> keep) const {
+  if (mapping_) mapping_->release_all_except(std::move(keep));
+}
+
 }  // namespace specdec

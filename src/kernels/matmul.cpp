@@ -125,13 +125,16 @@ namespace {
 // A repacked matrix while another ISA is active (tests): a row-major copy for the call.
 bool needs_row_major_copy(const WeightMatrix& w) {
   if (w.layout == WeightLayout::RowMajor) return false;
+  const bool legacy = w.type == DType::Q4_0 || w.type == DType::Q4_1 || w.type == DType::Q5_0 || w.type == DType::Q5_1;
   const bool known = (w.layout == WeightLayout::Q8_0Tiles8 && w.type == DType::Q8_0) ||
                      (w.layout == WeightLayout::Chunks16Tiles8 &&
-                      (w.type == DType::Q4_K || w.type == DType::Q5_K || w.type == DType::Q6_K));
+                      (w.type == DType::Q4_K || w.type == DType::Q5_K || w.type == DType::Q6_K)) ||
+                     (w.layout == WeightLayout::Blocks32PairTiles8 && legacy && w.n_in % 64 == 0);
   if (!known || w.row_bytes != dtype_row_bytes(w.type, w.n_in))
     throw Error("matmul: bad repacked matrix (layout " + std::to_string(static_cast<int>(w.layout)) + ", type " +
                 dtype_name(w.type) + ")");
-  return active_isa() == Isa::Scalar;  // AVX2 and AVX-512 read both layouts
+  if (w.layout == WeightLayout::Blocks32PairTiles8) return active_isa() != Isa::Avx512;  // AVX-512 only
+  return active_isa() == Isa::Scalar;  // AVX2 and AVX-512 read the other layouts
 }
 
 void matmul_row_major_copy(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool) {

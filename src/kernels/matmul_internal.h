@@ -161,6 +161,19 @@ constexpr int64_t chunk16_block_bytes(int64_t block_bytes) {
   return block_bytes / 16 * 128 + round_up(8 * (block_bytes % 16), 32);
 }
 
+// ---- The Blocks32PairTiles8 layout (Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64; read by
+// the AVX-512 tiles only). Rows in tiles of 8 (zero rows past n_out); a tile's pairs of blocks
+// p (values 64p .. 64p + 63) in order, each legacy_pair_bytes(B) = 8 x 2 x B bytes for blocks
+// of B bytes (18, 20, 22, 24):
+//   [0, 128)    qs of block 2p: vector k (k < 4) at 32 k, its lane L (bytes 4L..4L+3) =
+//               qs[4k..4k+3] of row L: the in-place tile's load_transposed16(qs) result, stored
+//   [128, 256)  the same for block 2p + 1
+//   then the blocks' other bytes (d, then m for Q4_1/Q5_1, then qh for Q5_0/Q5_1: the file's
+//   order) in 2-byte units, block 2p's then block 2p + 1's: unit u of row L at 256 + 16 u + 2 L.
+// Every vector is 32-byte aligned when data is, and a tile holds exactly the file's bytes.
+constexpr int64_t legacy_pair_bytes(int64_t block_bytes) { return 16 * block_bytes; }
+constexpr int64_t legacy_tile_bytes(int64_t n_in, int64_t block_bytes) { return n_in / 64 * legacy_pair_bytes(block_bytes); }
+
 // Activation rows [r0, r0 + R) of a job, with row pointers into the quantized activations, for
 // the tiled kernels. Internal linkage: each per-ISA file gets its own copy, so no copy built
 // with wide-ISA flags can be picked by the linker for another file.

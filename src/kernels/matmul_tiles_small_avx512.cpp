@@ -1,6 +1,7 @@
-// AVX-512 VNNI tiles for the types read in place only: the legacy 32-value blocks (Q4_0,
-// Q4_1, Q5_0, Q5_1) and Q2_K, Q3_K. Each runs matmul_tiles_avx2.cpp's formulas for its type
-// (see that file's per-row operation order), so the AVX-512 and AVX2 paths give the same bits.
+// AVX-512 VNNI tiles for the legacy 32-value blocks (Q4_0, Q4_1, Q5_0, Q5_1; in place, or
+// repacked as Blocks32PairTiles8 when n_in is a multiple of 64) and Q2_K, Q3_K (in place).
+// Each runs matmul_tiles_avx2.cpp's formulas for its type (see that file's per-row operation
+// order), so the AVX-512 and AVX2 paths give the same bits.
 // Tiles and accessors: matmul_tiles_avx512.h. Reached only through matmul_range_tiled_avx512.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 AVX-512 headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -23,29 +24,87 @@ namespace {
 //   Q4_1, Q5_1: S = sum(q * a_b); f = fma(m, float(sum a_b), float(S) * d); acc = fma(f, da_b, acc)
 // The fifth bits of v[k] (values 4k..4k+3) are bits 4(k % 2)..+3 of qh byte k / 2: that byte
 // is copied to the 4 bytes of its dword, each byte tests its own bit, and the set ones get 16.
-template <bool kFiveBit, bool kMin>
-void legacy_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m512* acc) {
+//
+// Block b's fields come through three accessors, for the file's rows (Tile) and for the
+// Blocks32PairTiles8 layout (LegacyPairTile): its 16 qs bytes transposed (raw[k] lane L =
+// qs[4k..4k+3] of row L), its qh dword per lane, and its binary16 unit u per lane (u = 0: d,
+// 1: m). Both give the same values, so the same bits.
+template <typename Block>
+struct LegacyFields {
+  static constexpr bool kMin = std::is_same_v<Block, quant::BlockQ4_1> || std::is_same_v<Block, quant::BlockQ5_1>;
+  static constexpr int64_t kBytes = sizeof(Block);
+  static constexpr int64_t kQhOffset = kMin ? 4 : 2;  // offsetof(Block, qh)
+  static constexpr int64_t kQsOffset = kBytes - 16;   // offsetof(Block, qs)
+};
+
+template <typename Block>
+inline void legacy_qs(const Tile& t, int64_t b, __m512i* raw) {
+  load_transposed16(t, b * LegacyFields<Block>::kBytes + LegacyFields<Block>::kQsOffset, raw);
+}
+template <typename Block>
+inline __m512i legacy_qh(const Tile& t, int64_t b) {
+  return gather_dword(t, b * LegacyFields<Block>::kBytes + LegacyFields<Block>::kQhOffset);
+}
+template <typename Block>
+inline __m512 legacy_half(const Tile& t, int64_t b, int unit) {
+  return gather_half(t, b * LegacyFields<Block>::kBytes, 16 * unit);
+}
+
+// A Blocks32PairTiles8 matrix: rows 0-7 at lo, rows 8-15 at hi (as Q8PairTile).
+struct LegacyPairTile {
+  const uint8_t* lo = nullptr;
+  const uint8_t* hi = nullptr;
+  const uint8_t* next = nullptr;
+  int64_t step_bytes = 0;
+};
+
+template <typename Block>
+inline int64_t pair_at(int64_t b) { return (b / 2) * legacy_pair_bytes(LegacyFields<Block>::kBytes); }
+// Unit u of block b: 16 binary16-sized units, one per row, as 16 uint16.
+template <typename Block>
+inline __m256i pair_unit(const LegacyPairTile& t, int64_t b, int64_t u) {
+  constexpr int64_t kUnits = LegacyFields<Block>::kQsOffset / 2;
+  const int64_t at = pair_at<Block>(b) + 256 + 16 * ((b % 2) * kUnits + u);
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.lo + at))),
+                                 _mm_load_si128(reinterpret_cast<const __m128i*>(t.hi + at)), 1);
+}
+template <typename Block>
+inline void legacy_qs(const LegacyPairTile& t, int64_t b, __m512i* raw) {
+  const int64_t at = pair_at<Block>(b) + 128 * (b % 2);
+  #pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) raw[k] = join_halves(t.lo + at + 32 * k, t.hi + at + 32 * k);
+}
+template <typename Block>
+inline __m512i legacy_qh(const LegacyPairTile& t, int64_t b) {
+  constexpr int64_t u = LegacyFields<Block>::kQhOffset / 2;  // qh bytes 0-1, then 2-3
+  return _mm512_or_si512(_mm512_cvtepu16_epi32(pair_unit<Block>(t, b, u)),
+                         _mm512_slli_epi32(_mm512_cvtepu16_epi32(pair_unit<Block>(t, b, u + 1)), 16));
+}
+template <typename Block>
+inline __m512 legacy_half(const LegacyPairTile& t, int64_t b, int unit) {
+  return _mm512_cvtph_ps(pair_unit<Block>(t, b, unit));
+}
+
+template <bool kFiveBit, bool kMin, typename TileT>
+void legacy_tile(const TileT& t, int64_t n_blocks, const RowBlock& rb, __m512* acc) {
   using Block = std::conditional_t<kFiveBit, std::conditional_t<kMin, quant::BlockQ5_1, quant::BlockQ5_0>,
                                    std::conditional_t<kMin, quant::BlockQ4_1, quant::BlockQ4_0>>;
-  constexpr int64_t kQhOffset = kMin ? 4 : 2;                    // offsetof(Block, qh)
-  constexpr int64_t kQsOffset = kQhOffset + (kFiveBit ? 4 : 0);  // offsetof(Block, qs)
-  constexpr int kNegSumDivisor = kFiveBit ? 8 : 16;              // -128 sum(a) / this = -offset * sum(a)
+  constexpr int kNegSumDivisor = kFiveBit ? 8 : 16;  // -128 sum(a) / this = -offset * sum(a)
   const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
   const __m512i bit_lo = _mm512_set1_epi32(0x08040201), bit_hi = _mm512_set1_epi32(static_cast<int>(0x80402010u));
   // shuffle control: byte i of dword j (of each 128-bit lane) <- byte 4j + k/2; k/2 added below
   const __m512i dword_base = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C));
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const int64_t off = b * static_cast<int64_t>(sizeof(Block));
     prefetch_next(t, b);
     __m512i raw[4], v[8];
-    load_transposed16(t, off + kQsOffset, raw);
+    legacy_qs<Block>(t, b, raw);
     #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       v[k] = _mm512_and_si512(raw[k], low4);
       v[4 + k] = _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), low4);
     }
     if constexpr (kFiveBit) {
-      const __m512i qh = gather_dword(t, off + kQhOffset);
+      const __m512i qh = legacy_qh<Block>(t, b);
       #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
         const __m512i byte = _mm512_shuffle_epi8(qh, _mm512_add_epi8(dword_base, _mm512_set1_epi8(static_cast<char>(k / 2))));
@@ -54,14 +113,14 @@ void legacy_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m512* ac
       }
     }
     if constexpr (kMin) {
-      const __m512 d = gather_half(t, off, 0), m = gather_half(t, off, 16);
+      const __m512 d = legacy_half<Block>(t, b, 0), m = legacy_half<Block>(t, b, 1);
       for (int r = 0; r < rb.R; ++r) {
         const __m512i sdot = block_dot(v, rb.values(r) + 32 * b, _mm512_setzero_si512());
         const __m512 f = _mm512_fmadd_ps(m, _mm512_set1_ps(rb.sum32(r, b)), _mm512_mul_ps(_mm512_cvtepi32_ps(sdot), d));
         acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(rb.da(r, b)), acc[r]);
       }
     } else {
-      const __m512 d = gather_half(t, off, 0);
+      const __m512 d = legacy_half<Block>(t, b, 0);
       for (int r = 0; r < rb.R; ++r) {
         const __m512i s = block_dot(v, rb.values(r) + 32 * b, _mm512_set1_epi32(rb.neg128_sum32(r, b) / kNegSumDivisor));
         const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(rb.da(r, b)));
@@ -181,6 +240,16 @@ void q2_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) 
 bool matmul_range_tiled_small_avx512(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const int64_t n32 = w.n_in / 32, n256 = w.n_in / 256;  // block iterations: 32-value blocks, super-blocks
+  if (w.layout == WeightLayout::Blocks32PairTiles8) {
+    const int64_t tile8 = legacy_tile_bytes(w.n_in, static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
+    switch (w.type) {
+      case DType::Q4_0: pair_tiles<LegacyPairTile>(job, tile8, n32, SPECDEC_TILE(legacy_tile<false, false>)); return true;
+      case DType::Q4_1: pair_tiles<LegacyPairTile>(job, tile8, n32, SPECDEC_TILE(legacy_tile<false, true>)); return true;
+      case DType::Q5_0: pair_tiles<LegacyPairTile>(job, tile8, n32, SPECDEC_TILE(legacy_tile<true, false>)); return true;
+      case DType::Q5_1: pair_tiles<LegacyPairTile>(job, tile8, n32, SPECDEC_TILE(legacy_tile<true, true>)); return true;
+      default: return false;
+    }
+  }
   switch (w.type) {
     case DType::Q4_0: in_place_tiles(job, n32, SPECDEC_TILE(legacy_tile<false, false>)); return true;
     case DType::Q4_1: in_place_tiles(job, n32, SPECDEC_TILE(legacy_tile<false, true>)); return true;

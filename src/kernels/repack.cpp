@@ -30,6 +30,11 @@ WeightLayout target_layout(const WeightMatrix& w) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: return w.n_in % 256 == 0 ? WeightLayout::Chunks16Tiles8 : WeightLayout::RowMajor;
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:  // the AVX2 tiles read these in place (their own accessors)
+      return w.n_in % 64 == 0 && active_isa() == Isa::Avx512 ? WeightLayout::Blocks32PairTiles8 : WeightLayout::RowMajor;
     default: return WeightLayout::RowMajor;
   }
 }
@@ -43,6 +48,7 @@ int64_t super_block_bytes(DType type) { return static_cast<int64_t>(dtype_row_by
 
 int64_t tile_bytes(const WeightMatrix& w, WeightLayout layout) {
   if (layout == WeightLayout::Q8_0Tiles8) return q8_tile_bytes(w.n_in);
+  if (layout == WeightLayout::Blocks32PairTiles8) return legacy_tile_bytes(w.n_in, static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
   return w.n_in / 256 * chunk16_block_bytes(super_block_bytes(w.type));
 }
 
@@ -54,6 +60,16 @@ void for_each_piece(const WeightMatrix& w, WeightLayout layout, int L, Copy copy
     for (int64_t b = 0; b < w.n_in / 32; ++b) {
       copy(b * kQ8BlockBytes, q8_scale_offset(b, L), 2);
       for (int k = 0; k < 8; ++k) copy(b * kQ8BlockBytes + 2 + 4 * k, q8_values_offset(b, k, L), 4);
+    }
+    return;
+  }
+  if (layout == WeightLayout::Blocks32PairTiles8) {
+    const int64_t block = static_cast<int64_t>(dtype_row_bytes(w.type, 32)), n_units = (block - 16) / 2;
+    const int64_t qs = block - 16;  // offsetof(Block, qs): d[, m][, qh] come first
+    for (int64_t b = 0; b < w.n_in / 32; ++b) {
+      const int64_t pair = (b / 2) * legacy_pair_bytes(block), e = b % 2;
+      for (int k = 0; k < 4; ++k) copy(b * block + qs + 4 * k, pair + 128 * e + 32 * k + 4 * L, 4);
+      for (int64_t u = 0; u < n_units; ++u) copy(b * block + 2 * u, pair + 256 + 16 * (e * n_units + u) + 2 * L, 2);
     }
     return;
   }

@@ -37,7 +37,8 @@ std::unique_ptr<Transformer> Transformer::load(const std::string& path, const Mo
   t->weights_ = Weights::load(*t->gguf_, t->config_);
   if (options.n_threads < 0) throw Error("model: thread count " + std::to_string(options.n_threads) + " must be >= 0");
   t->pool_ = std::make_unique<ThreadPool>(options.n_threads);
-  if (options.repack_weights) t->weights_->repack(*t->gguf_, *t->pool_);
+  if (options.repack_weights) t->repacked_weight_bytes_ = t->weights_->repack(*t->gguf_, *t->pool_);
+  t->weights_->release_unread_pages(*t->gguf_);
   t->config_.rope.freq_factors = t->weights_->rope_freqs.empty() ? nullptr : t->weights_->rope_freqs.data();
   t->scratch_ = std::make_unique<Scratch>();
   if (options.kv_type != DType::F32 && options.kv_type != DType::F16)

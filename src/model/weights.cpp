@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "specdec/error.h"
 #include "specdec/gguf.h"
@@ -141,6 +143,19 @@ size_t Transformer::Weights::repack(const GgufFile& gguf, ThreadPool& pool) {
   }
   if (output.data != token_embd.data) repack_one(output);
   return total;
+}
+
+void Transformer::Weights::release_unread_pages(const GgufFile& gguf) const {
+  std::vector<std::pair<const uint8_t*, size_t>> read;  // {data, bytes} of each matrix read in place
+  auto keep = [&](const WeightMatrix& m) {
+    if (m.layout == WeightLayout::RowMajor)
+      read.emplace_back(static_cast<const uint8_t*>(m.data), m.row_bytes * static_cast<size_t>(m.n_out));
+  };
+  keep(token_embd);
+  keep(output);
+  for (const LayerWeights& lw : layers)
+    for (const WeightMatrix* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) keep(*w);
+  gguf.release_pages_except(std::move(read));
 }
 
 size_t Transformer::Weights::streamed_bytes() const {

@@ -50,6 +50,10 @@ struct Transformer::Weights {
   // outputs of every forward are unchanged to the bit. Returns the bytes repacked. Cost: one
   // pass over them, split over the pool (1B Q4_K_M on 2 Zen 3 cores: ~0.5 s, 0.7-1.0 s on one).
   size_t repack(const GgufFile& gguf, ThreadPool& pool);
+  // Drops every page of the mapping that no matrix still read from it (layout RowMajor, and
+  // token_embd) touches: the header, the norms and biases (copied at load), the repacked
+  // tensors' pages shared with their neighbours, which repack() keeps. Cost: O(n_layers).
+  void release_unread_pages(const GgufFile& gguf) const;
   // Bytes of all matrices one forward streams (output once, plus one embedding row).
   size_t streamed_bytes() const;
   // dst (n_embd) = row `token` of token_embd, dequantized.

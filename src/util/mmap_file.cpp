@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -56,6 +57,27 @@ void MappedFile::release(const void* p, size_t n) const {
   const uintptr_t hi = (reinterpret_cast<uintptr_t>(begin) + n) / page * page;
   // Advice only: a failure leaves the pages resident, which costs memory, not correctness.
   if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
+std::vector<ByteRange> ranges_outside(const uint8_t* begin, const uint8_t* end, std::vector<ByteRange> keep) {
+  std::sort(keep.begin(), keep.end());
+  std::vector<ByteRange> gaps;
+  const uint8_t* gap = begin;  // start of the bytes not yet known to be kept
+  for (const auto& [b, n] : keep) {
+    if (b > gap) gaps.emplace_back(gap, static_cast<size_t>(b - gap));
+    gap = std::max(gap, b + n);
+  }
+  if (end > gap) gaps.emplace_back(gap, static_cast<size_t>(end - gap));
+  return gaps;
+}
+
+void MappedFile::release_all_except(std::vector<ByteRange> keep) const {
+  if (data_ == nullptr) return;
+  for (const auto& [b, n] : keep) {
+    if (b < data_ || b > data_ + size_ || n > static_cast<size_t>(data_ + size_ - b))
+      throw Error("release_all_except: a range of " + std::to_string(n) + " bytes lies outside the mapping of '" + path_ + "'");
+  }
+  for (const auto& [b, n] : ranges_outside(data_, data_ + size_, std::move(keep))) release(b, n);
 }
 
 MappedFile::~MappedFile() {

@@ -40,12 +40,19 @@ struct FreeDeleter {
   void operator()(uint8_t* p) const { std::free(p); }
 };
 
-// The types with a repacked layout on AVX2 and AVX-512.
-const DType kRepackedTypes[] = {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+// The types with a repacked layout on the active ISA: AVX2 and AVX-512 share Q8_0 and the
+// K-quants' layouts; AVX-512 also repacks the legacy 32-value types.
+std::vector<DType> repacked_types() {
+  std::vector<DType> types = {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  if (active_isa() == Isa::Avx512) types.insert(types.end(), {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1});
+  return types;
+}
 
 bool is_k_quant(DType type) { return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K; }
+bool is_legacy(DType type) { return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1; }
 
 WeightLayout expected_layout(DType type) {
+  if (is_legacy(type)) return WeightLayout::Blocks32PairTiles8;
   return type == DType::Q8_0 ? WeightLayout::Q8_0Tiles8 : WeightLayout::Chunks16Tiles8;
 }
 
@@ -102,8 +109,10 @@ TEST_P(Repack, TilesGiveTheInPlaceBitsForEveryM) {
   using Shapes = std::vector<std::array<int64_t, 2>>;  // {n_out, n_in}
   const Shapes q8_shapes = {{1, 32}, {8, 64}, {13, 96}, {37, 288}, {64, 256}, {200, 512}};
   const Shapes k_shapes = {{1, 256}, {13, 512}, {37, 768}, {200, 256}};
-  for (DType type : kRepackedTypes) {
-    for (const auto& shape : is_k_quant(type) ? k_shapes : q8_shapes) {
+  // legacy types: n_in a multiple of 64 (pairs of blocks), 576 as in 576-wide models
+  const Shapes legacy_shapes = {{1, 64}, {8, 128}, {13, 576}, {37, 192}, {200, 64}};
+  for (DType type : repacked_types()) {
+    for (const auto& shape : is_k_quant(type) ? k_shapes : is_legacy(type) ? legacy_shapes : q8_shapes) {
       const RepackedProblem p = make_repacked(type, shape[0], shape[1], 16, rng);
       for (int M : {1, 2, 3, 4, 5, 8, 9, 17, 32, 70}) {
         const std::vector<float> x = random_x(M, shape[1], rng);
@@ -120,8 +129,8 @@ TEST_P(Repack, TilesGiveTheInPlaceBitsForEveryM) {
 
 TEST_P(Repack, ChunkedRepackEqualsOneCallAndRowsCopyBack) {
   Rng rng(testing::test_seed("repack chunks"));
-  for (DType type : kRepackedTypes) {
-    const int64_t n_in = is_k_quant(type) ? 512 : 160;
+  for (DType type : repacked_types()) {
+    const int64_t n_in = is_k_quant(type) ? 512 : is_legacy(type) ? 192 : 160;
     const uint64_t seed = rng.next_u64();
     Rng a(seed), b(seed);
     const RepackedProblem whole = make_repacked(type, 45, n_in, 48, a);
@@ -143,9 +152,10 @@ TEST_P(Repack, ChunkedRepackEqualsOneCallAndRowsCopyBack) {
 // other path, that path's row-major result (and matmul_reference its reference).
 TEST_P(Repack, RepackedMatrixOnAnotherIsaGivesThatIsasBits) {
   Rng rng(testing::test_seed("repacked on other isas"));
-  for (DType type : kRepackedTypes) {
+  for (DType type : repacked_types()) {
     set_active_isa(GetParam());
-    const int64_t n_in = is_k_quant(type) ? 256 : 224;  // 7 blocks of 32: an odd pair count
+    // Q8_0: 7 blocks of 32, an odd pair count; legacy types: 5 pairs of blocks
+    const int64_t n_in = is_k_quant(type) ? 256 : is_legacy(type) ? 320 : 224;
     const RepackedProblem p = make_repacked(type, 21, n_in, 16, rng);
     for (Isa isa : supported_isas()) {
       set_active_isa(isa);
@@ -168,11 +178,12 @@ TEST(Repack, OnlyTypesAndIsasWithALayoutAndWholeTiles) {
   IsaGuard guard;
   Rng rng(testing::test_seed("repack arguments"));
   std::vector<uint8_t> q8 = random_weights(DType::Q8_0, 16, 64, rng), q2k = random_weights(DType::Q2_K, 16, 256, rng);
-  std::vector<uint8_t> q6k = random_weights(DType::Q6_K, 16, 256, rng), q51 = random_weights(DType::Q5_1, 16, 96, rng);  // Q5_1: none
+  std::vector<uint8_t> q6k = random_weights(DType::Q6_K, 16, 256, rng), q51 = random_weights(DType::Q5_1, 16, 96, rng);
   const WeightMatrix w8{DType::Q8_0, q8.data(), 64, 16, dtype_row_bytes(DType::Q8_0, 64)};
   const WeightMatrix w2k{DType::Q2_K, q2k.data(), 256, 16, dtype_row_bytes(DType::Q2_K, 256)};
   const WeightMatrix w6k{DType::Q6_K, q6k.data(), 256, 16, dtype_row_bytes(DType::Q6_K, 256)};
   const WeightMatrix w51{DType::Q5_1, q51.data(), 96, 16, dtype_row_bytes(DType::Q5_1, 96)};
+  const WeightMatrix w51_64{DType::Q5_1, q51.data(), 64, 16, dtype_row_bytes(DType::Q5_1, 64)};
   std::vector<uint8_t> dst(4096);
   for (Isa isa : supported_isas()) {
     set_active_isa(isa);
@@ -180,7 +191,10 @@ TEST(Repack, OnlyTypesAndIsasWithALayoutAndWholeTiles) {
     EXPECT_THROW(repack_rows(w2k, 0, 16, dst.data()), Error);
     // Q6_K: 2 tiles x (13 chunks x 128 + the tail of 8 binary16 d padded to 32) on AVX2
     EXPECT_EQ(repacked_bytes(w6k), isa != Isa::Scalar ? 2u * 1696u : 0u) << isa_name(isa);
-    EXPECT_EQ(repacked_bytes(w51), 0u) << isa_name(isa);  // the legacy types are read in place
+    // Q5_1, n_in = 96 (3 blocks: not whole pairs): read in place everywhere; n_in = 64 on
+    // AVX-512: 2 tiles x 1 pair of blocks x 8 rows x 2 x 24 bytes
+    EXPECT_EQ(repacked_bytes(w51), 0u) << isa_name(isa);
+    EXPECT_EQ(repacked_bytes(w51_64), isa == Isa::Avx512 ? 2u * 384u : 0u) << isa_name(isa);
     if (isa != Isa::Scalar) {
       EXPECT_EQ(repacked_bytes(w8), 2u * 544u);  // 2 tiles x 1 pair of blocks
       EXPECT_THROW(repack_rows(w8, 4, 16, dst.data()), Error);   // not a tile boundary

@@ -1,4 +1,4 @@
-// Q8_0 and Q4_K_M models (K-quant and legacy types) loaded with their weights repacked for the
+// Q8_0, Q4_K_M, Q4_0 and Q5_1 models (K-quant and legacy types) loaded with their weights repacked for the
 // AVX2 or AVX-512 kernels (ModelOptions::repack_weights, the default) give bit for bit the logits of the
 // same model read in place, for single-row decoding and for a multi-row batch, also after the
 // tests switch to another ISA; and the output head really is repacked (the path under test is
@@ -29,7 +29,8 @@ struct IsaGuard {
 //  - narrow (rows of 96 and 160 values: 3 and 5 blocks of 32, odd pair counts): Q8_0, or with
 //    the Q4_K_M preset the legacy types llama.cpp falls back to for such rows (Q5_0, read in
 //    place, next to repacked Q8_0 tensors);
-//  - wide (rows of 256 and 768 values: 1 and 3 super-blocks), Q4_K_M: Q4_K and Q6_K tensors.
+//  - wide (rows of 256 and 768 values: 1 and 3 super-blocks), Q4_K_M: Q4_K and Q6_K tensors;
+//    Q4_0 and Q5_1: the layers in those legacy types (repacked on AVX-512), the output in Q6_K.
 std::string make_test_model(const std::string& preset, bool wide) {
   ModelShape shape;
   shape.name = "repack-test";
@@ -71,7 +72,8 @@ TEST(RepackedModel, LogitsEqualTheInPlaceModelBitForBit) {
   };
   for (Isa load_isa : supported_isas()) {  // repacked while each SIMD path is active
     if (load_isa == Isa::Scalar) continue;
-    for (const Case& c : {Case{"Q8_0", false, DType::Q8_0}, Case{"Q4_K_M", true, DType::Q4_K}, Case{"Q4_K_M", false, DType::Q5_0}}) {
+    for (const Case& c : {Case{"Q8_0", false, DType::Q8_0}, Case{"Q4_K_M", true, DType::Q4_K}, Case{"Q4_K_M", false, DType::Q5_0},
+                          Case{"Q4_0", true, DType::Q4_0}, Case{"Q5_1", true, DType::Q5_1}}) {
       const std::string preset = std::string(c.preset) + (c.wide ? " wide" : " narrow") + " loaded on " + isa_name(load_isa);
       set_active_isa(load_isa);
       const std::string path = make_test_model(c.preset, c.wide);
@@ -84,6 +86,16 @@ TEST(RepackedModel, LogitsEqualTheInPlaceModelBitForBit) {
       ASSERT_TRUE(holds_type(*a, c.must_hold)) << preset;
       ASSERT_NE(a->output_matrix().layout, WeightLayout::RowMajor) << preset;
       ASSERT_EQ(b->output_matrix().layout, WeightLayout::RowMajor);
+      EXPECT_EQ(b->repacked_weight_bytes(), 0u);
+      if (c.wide && (c.must_hold == DType::Q4_0 || c.must_hold == DType::Q5_1)) {
+        // The layers' legacy tensors (rows of 256 and 768 values) are repacked on AVX-512 only.
+        size_t legacy_bytes = 0;
+        for (const GgufTensorInfo& t : a->gguf().tensors())
+          if (t.type == c.must_hold && t.name.rfind("blk.", 0) == 0) legacy_bytes += t.n_bytes;
+        ASSERT_GT(legacy_bytes, 0u) << preset;
+        if (load_isa == Isa::Avx512) EXPECT_GE(a->repacked_weight_bytes(), legacy_bytes) << preset;
+        else EXPECT_LT(a->repacked_weight_bytes(), legacy_bytes) << preset;
+      }
       const std::vector<Token> tokens = {1, 17, 250, 3, 99, 42, 7, 299, 150, 5, 61};
       EXPECT_TRUE(same_bits(testing::decode_one_at_a_time(*a, tokens), testing::decode_one_at_a_time(*b, tokens))) << preset;
       EXPECT_TRUE(same_bits(batch_logits(*a, tokens), batch_logits(*b, tokens))) << preset;
