@@ -161,10 +161,11 @@ constexpr int64_t chunk16_block_bytes(int64_t block_bytes) {
   return block_bytes / 16 * 128 + round_up(8 * (block_bytes % 16), 32);
 }
 
-// ---- The Blocks32PairTiles8 layout (Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64; read by
-// the AVX-512 tiles only). Rows in tiles of 8 (zero rows past n_out); a tile's pairs of blocks
-// p (values 64p .. 64p + 63) in order, each legacy_pair_bytes(B) = 8 x 2 x B bytes for blocks
-// of B bytes (18, 20, 22, 24):
+// ---- The Blocks32PairTiles8 layout (Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64; written
+// by repack_rows, read by the AVX-512 legacy tile only: on AVX2 it was 2x faster at M = 1 but
+// slower at M = 9, docs/BENCHMARKS.md section 21a). Rows in tiles of 8 (zero rows past n_out);
+// a tile's pairs of blocks p (values 64p .. 64p + 63) in order, each legacy_pair_bytes(B) =
+// 8 x 2 x B bytes for blocks of B bytes (18, 20, 22, 24):
 //   [0, 128)    qs of block 2p: vector k (k < 4) at 32 k, its lane L (bytes 4L..4L+3) =
 //               qs[4k..4k+3] of row L: the in-place tile's load_transposed16(qs) result, stored
 //   [128, 256)  the same for block 2p + 1
@@ -173,6 +174,17 @@ constexpr int64_t chunk16_block_bytes(int64_t block_bytes) {
 // Every vector is 32-byte aligned when data is, and a tile holds exactly the file's bytes.
 constexpr int64_t legacy_pair_bytes(int64_t block_bytes) { return 16 * block_bytes; }
 constexpr int64_t legacy_tile_bytes(int64_t n_in, int64_t block_bytes) { return n_in / 64 * legacy_pair_bytes(block_bytes); }
+
+// A legacy block's fields (quant_blocks.h: d, m for Q4_1/Q5_1, qh for Q5_0/Q5_1, then 16 bytes of
+// nibbles), for the tiles' accessors and the layout above.
+template <bool kFiveBit, bool kMin>
+struct LegacyFields {
+  static constexpr int64_t kBytes = 18 + (kMin ? 2 : 0) + (kFiveBit ? 4 : 0);  // sizeof the block
+  static constexpr int64_t kQhOffset = kMin ? 4 : 2;                             // offsetof qh
+  static constexpr int64_t kQsOffset = kBytes - 16;                              // offsetof qs
+  static constexpr int64_t kUnits = kQsOffset / 2;  // 2-byte units before qs (Blocks32PairTiles8)
+  static constexpr int64_t kPairBytes = legacy_pair_bytes(kBytes);
+};
 
 // Activation rows [r0, r0 + R) of a job, with row pointers into the quantized activations, for
 // the tiled kernels. Internal linkage: each per-ISA file gets its own copy, so no copy built

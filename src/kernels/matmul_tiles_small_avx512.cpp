@@ -29,26 +29,12 @@ namespace {
 // Blocks32PairTiles8 layout (LegacyPairTile): its 16 qs bytes transposed (raw[k] lane L =
 // qs[4k..4k+3] of row L), its qh dword per lane, and its binary16 unit u per lane (u = 0: d,
 // 1: m). Both give the same values, so the same bits.
-template <typename Block>
-struct LegacyFields {
-  static constexpr bool kMin = std::is_same_v<Block, quant::BlockQ4_1> || std::is_same_v<Block, quant::BlockQ5_1>;
-  static constexpr int64_t kBytes = sizeof(Block);
-  static constexpr int64_t kQhOffset = kMin ? 4 : 2;  // offsetof(Block, qh)
-  static constexpr int64_t kQsOffset = kBytes - 16;   // offsetof(Block, qs)
-};
-
-template <typename Block>
-inline void legacy_qs(const Tile& t, int64_t b, __m512i* raw) {
-  load_transposed16(t, b * LegacyFields<Block>::kBytes + LegacyFields<Block>::kQsOffset, raw);
-}
-template <typename Block>
-inline __m512i legacy_qh(const Tile& t, int64_t b) {
-  return gather_dword(t, b * LegacyFields<Block>::kBytes + LegacyFields<Block>::kQhOffset);
-}
-template <typename Block>
-inline __m512 legacy_half(const Tile& t, int64_t b, int unit) {
-  return gather_half(t, b * LegacyFields<Block>::kBytes, 16 * unit);
-}
+template <typename F>
+inline void legacy_qs(const Tile& t, int64_t b, __m512i* raw) { load_transposed16(t, b * F::kBytes + F::kQsOffset, raw); }
+template <typename F>
+inline __m512i legacy_qh(const Tile& t, int64_t b) { return gather_dword(t, b * F::kBytes + F::kQhOffset); }
+template <typename F>
+inline __m512 legacy_half(const Tile& t, int64_t b, int unit) { return gather_half(t, b * F::kBytes, 16 * unit); }
 
 // A Blocks32PairTiles8 matrix: rows 0-7 at lo, rows 8-15 at hi (as Q8PairTile).
 struct LegacyPairTile {
@@ -58,37 +44,31 @@ struct LegacyPairTile {
   int64_t step_bytes = 0;
 };
 
-template <typename Block>
-inline int64_t pair_at(int64_t b) { return (b / 2) * legacy_pair_bytes(LegacyFields<Block>::kBytes); }
-// Unit u of block b: 16 binary16-sized units, one per row, as 16 uint16.
-template <typename Block>
+// Unit u of block b: one binary16-sized unit per row, as 16 uint16.
+template <typename F>
 inline __m256i pair_unit(const LegacyPairTile& t, int64_t b, int64_t u) {
-  constexpr int64_t kUnits = LegacyFields<Block>::kQsOffset / 2;
-  const int64_t at = pair_at<Block>(b) + 256 + 16 * ((b % 2) * kUnits + u);
+  const int64_t at = (b / 2) * F::kPairBytes + 256 + 16 * ((b % 2) * F::kUnits + u);
   return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.lo + at))),
                                  _mm_load_si128(reinterpret_cast<const __m128i*>(t.hi + at)), 1);
 }
-template <typename Block>
+template <typename F>
 inline void legacy_qs(const LegacyPairTile& t, int64_t b, __m512i* raw) {
-  const int64_t at = pair_at<Block>(b) + 128 * (b % 2);
+  const int64_t at = (b / 2) * F::kPairBytes + 128 * (b % 2);
   #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) raw[k] = join_halves(t.lo + at + 32 * k, t.hi + at + 32 * k);
 }
-template <typename Block>
+template <typename F>
 inline __m512i legacy_qh(const LegacyPairTile& t, int64_t b) {
-  constexpr int64_t u = LegacyFields<Block>::kQhOffset / 2;  // qh bytes 0-1, then 2-3
-  return _mm512_or_si512(_mm512_cvtepu16_epi32(pair_unit<Block>(t, b, u)),
-                         _mm512_slli_epi32(_mm512_cvtepu16_epi32(pair_unit<Block>(t, b, u + 1)), 16));
+  constexpr int64_t u = F::kQhOffset / 2;  // qh bytes 0-1, then 2-3
+  return _mm512_or_si512(_mm512_cvtepu16_epi32(pair_unit<F>(t, b, u)),
+                         _mm512_slli_epi32(_mm512_cvtepu16_epi32(pair_unit<F>(t, b, u + 1)), 16));
 }
-template <typename Block>
-inline __m512 legacy_half(const LegacyPairTile& t, int64_t b, int unit) {
-  return _mm512_cvtph_ps(pair_unit<Block>(t, b, unit));
-}
+template <typename F>
+inline __m512 legacy_half(const LegacyPairTile& t, int64_t b, int unit) { return _mm512_cvtph_ps(pair_unit<F>(t, b, unit)); }
 
 template <bool kFiveBit, bool kMin, typename TileT>
 void legacy_tile(const TileT& t, int64_t n_blocks, const RowBlock& rb, __m512* acc) {
-  using Block = std::conditional_t<kFiveBit, std::conditional_t<kMin, quant::BlockQ5_1, quant::BlockQ5_0>,
-                                   std::conditional_t<kMin, quant::BlockQ4_1, quant::BlockQ4_0>>;
+  using F = LegacyFields<kFiveBit, kMin>;
   constexpr int kNegSumDivisor = kFiveBit ? 8 : 16;  // -128 sum(a) / this = -offset * sum(a)
   const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
   const __m512i bit_lo = _mm512_set1_epi32(0x08040201), bit_hi = _mm512_set1_epi32(static_cast<int>(0x80402010u));
@@ -97,14 +77,14 @@ void legacy_tile(const TileT& t, int64_t n_blocks, const RowBlock& rb, __m512* a
   for (int64_t b = 0; b < n_blocks; ++b) {
     prefetch_next(t, b);
     __m512i raw[4], v[8];
-    legacy_qs<Block>(t, b, raw);
+    legacy_qs<F>(t, b, raw);
     #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       v[k] = _mm512_and_si512(raw[k], low4);
       v[4 + k] = _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), low4);
     }
     if constexpr (kFiveBit) {
-      const __m512i qh = legacy_qh<Block>(t, b);
+      const __m512i qh = legacy_qh<F>(t, b);
       #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
         const __m512i byte = _mm512_shuffle_epi8(qh, _mm512_add_epi8(dword_base, _mm512_set1_epi8(static_cast<char>(k / 2))));
@@ -113,14 +93,14 @@ void legacy_tile(const TileT& t, int64_t n_blocks, const RowBlock& rb, __m512* a
       }
     }
     if constexpr (kMin) {
-      const __m512 d = legacy_half<Block>(t, b, 0), m = legacy_half<Block>(t, b, 1);
+      const __m512 d = legacy_half<F>(t, b, 0), m = legacy_half<F>(t, b, 1);
       for (int r = 0; r < rb.R; ++r) {
         const __m512i sdot = block_dot(v, rb.values(r) + 32 * b, _mm512_setzero_si512());
         const __m512 f = _mm512_fmadd_ps(m, _mm512_set1_ps(rb.sum32(r, b)), _mm512_mul_ps(_mm512_cvtepi32_ps(sdot), d));
         acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(rb.da(r, b)), acc[r]);
       }
     } else {
-      const __m512 d = legacy_half<Block>(t, b, 0);
+      const __m512 d = legacy_half<F>(t, b, 0);
       for (int r = 0; r < rb.R; ++r) {
         const __m512i s = block_dot(v, rb.values(r) + 32 * b, _mm512_set1_epi32(rb.neg128_sum32(r, b) / kNegSumDivisor));
         const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(rb.da(r, b)));
@@ -241,7 +221,7 @@ bool matmul_range_tiled_small_avx512(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const int64_t n32 = w.n_in / 32, n256 = w.n_in / 256;  // block iterations: 32-value blocks, super-blocks
   if (w.layout == WeightLayout::Blocks32PairTiles8) {
-    const int64_t tile8 = legacy_tile_bytes(w.n_in, static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
+    const int64_t tile8 = legacy_tile_bytes(w.n_in, static_cast<int64_t>(w.row_bytes) / n32);
     switch (w.type) {
       case DType::Q4_0: pair_tiles<LegacyPairTile>(job, tile8, n32, SPECDEC_TILE(legacy_tile<false, false>)); return true;
       case DType::Q4_1: pair_tiles<LegacyPairTile>(job, tile8, n32, SPECDEC_TILE(legacy_tile<false, true>)); return true;
