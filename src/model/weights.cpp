@@ -141,7 +141,12 @@ size_t Transformer::Weights::repack(const GgufFile& gguf, ThreadPool& pool) {
   for (LayerWeights& lw : layers) {
     for (WeightMatrix* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) repack_one(*w);
   }
-  if (output.data != token_embd.data) repack_one(output);
+  if (output.data != token_embd.data) {
+    repack_one(output);
+  } else {  // tied: the output head's matmul reads the repacked copy, embed() its rows
+    repack_one(token_embd);
+    output = token_embd;
+  }
   return total;
 }
 
@@ -170,6 +175,12 @@ size_t Transformer::Weights::streamed_bytes() const {
 
 void Transformer::Weights::embed(Token token, float* dst) const {
   const auto* row = static_cast<const uint8_t*>(token_embd.data) + static_cast<size_t>(token) * token_embd.row_bytes;
+  if (token_embd.layout != WeightLayout::RowMajor) {  // repacked (tied output): the row gathered back
+    thread_local std::vector<uint8_t> bytes;          // (row_bytes) the row in GGUF layout
+    bytes.resize(token_embd.row_bytes);
+    copy_weight_row(token_embd, token, bytes.data());
+    row = bytes.data();
+  }
   if (token_embd.type == DType::F32) {
     std::memcpy(dst, row, sizeof(float) * static_cast<size_t>(token_embd.n_in));
   } else {

@@ -31,12 +31,12 @@ struct IsaGuard {
 //    place, next to repacked Q8_0 tensors);
 //  - wide (rows of 256 and 768 values: 1 and 3 super-blocks), Q4_K_M: Q4_K and Q6_K tensors;
 //    Q4_0 and Q5_1: the layers in those legacy types (repacked on AVX-512), the output in Q6_K.
-std::string make_test_model(const std::string& preset, bool wide) {
+std::string make_test_model(const std::string& preset, bool wide, bool tied = false) {
   ModelShape shape;
   shape.name = "repack-test";
   shape.n_embd = wide ? 256 : 96, shape.n_layers = 2, shape.n_heads = wide ? 4 : 3, shape.n_kv_heads = 1;
-  shape.n_ff = wide ? 768 : 160, shape.n_vocab = 300, shape.n_ctx = 64, shape.tied_output = false;
-  const std::string path = testing::temp_dir() + "/repack-" + preset + (wide ? "-wide" : "-narrow") + ".gguf";
+  shape.n_ff = wide ? 768 : 160, shape.n_vocab = 300, shape.n_ctx = 64, shape.tied_output = tied;
+  const std::string path = testing::temp_dir() + "/repack-" + preset + (wide ? "-wide" : "-narrow") + (tied ? "-tied" : "") + ".gguf";
   make_model(shape, quant_preset(preset), 11, path, nullptr);
   return path;
 }
@@ -69,14 +69,17 @@ TEST(RepackedModel, LogitsEqualTheInPlaceModelBitForBit) {
     const char* preset;
     bool wide;
     DType must_hold;  // a type the case's file must hold
+    bool tied = false;  // output head = token_embd (repacked as the head, embed() gathers rows back)
   };
   for (Isa load_isa : supported_isas()) {  // repacked while each SIMD path is active
     if (load_isa == Isa::Scalar) continue;
     for (const Case& c : {Case{"Q8_0", false, DType::Q8_0}, Case{"Q4_K_M", true, DType::Q4_K}, Case{"Q4_K_M", false, DType::Q5_0},
-                          Case{"Q4_0", true, DType::Q4_0}, Case{"Q5_1", true, DType::Q5_1}}) {
-      const std::string preset = std::string(c.preset) + (c.wide ? " wide" : " narrow") + " loaded on " + isa_name(load_isa);
+                          Case{"Q4_0", true, DType::Q4_0}, Case{"Q5_1", true, DType::Q5_1},
+                          Case{"Q8_0", false, DType::Q8_0, true}, Case{"Q4_K_M", true, DType::Q4_K, true}}) {
+      const std::string preset = std::string(c.preset) + (c.wide ? " wide" : " narrow") + (c.tied ? " tied" : "") +
+                                 " loaded on " + isa_name(load_isa);
       set_active_isa(load_isa);
-      const std::string path = make_test_model(c.preset, c.wide);
+      const std::string path = make_test_model(c.preset, c.wide, c.tied);
       ModelOptions repack, in_place;
       repack.n_threads = 2;
       in_place.n_threads = 2;
@@ -84,6 +87,7 @@ TEST(RepackedModel, LogitsEqualTheInPlaceModelBitForBit) {
       auto a = Transformer::load(path, repack);
       auto b = Transformer::load(path, in_place);
       ASSERT_TRUE(holds_type(*a, c.must_hold)) << preset;
+      ASSERT_EQ(a->gguf().find_tensor("output.weight") == nullptr, c.tied) << preset;
       ASSERT_NE(a->output_matrix().layout, WeightLayout::RowMajor) << preset;
       ASSERT_EQ(b->output_matrix().layout, WeightLayout::RowMajor);
       EXPECT_EQ(b->repacked_weight_bytes(), 0u);
