@@ -36,13 +36,9 @@ inline __m512i legacy_qh(const Tile& t, int64_t b) { return gather_dword(t, b * 
 template <typename F>
 inline __m512 legacy_half(const Tile& t, int64_t b, int unit) { return gather_half(t, b * F::kBytes, 16 * unit); }
 
-// A Blocks32PairTiles8 matrix: rows 0-7 at lo, rows 8-15 at hi (as Q8PairTile).
-struct LegacyPairTile {
-  const uint8_t* lo = nullptr;
-  const uint8_t* hi = nullptr;
-  const uint8_t* next = nullptr;
-  int64_t step_bytes = 0;
-};
+// A Blocks32PairTiles8 matrix: rows 0-7 at lo, rows 8-15 at hi, prefetched as a Q8PairTile; its
+// own type for the accessors below.
+struct LegacyPairTile : Q8PairTile {};
 
 // Unit u of block b: one binary16-sized unit per row, as 16 uint16.
 template <typename F>

@@ -33,7 +33,7 @@ WeightLayout target_layout(const WeightMatrix& w) {
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
-    case DType::Q5_1:  // the AVX2 tiles read these in place (their own accessors)
+    case DType::Q5_1:  // AVX-512 only: on AVX2 the layout made M = 9 slower (BENCHMARKS 21a)
       return w.n_in % 64 == 0 && active_isa() == Isa::Avx512 ? WeightLayout::Blocks32PairTiles8 : WeightLayout::RowMajor;
     default: return WeightLayout::RowMajor;
   }
@@ -64,8 +64,8 @@ void for_each_piece(const WeightMatrix& w, WeightLayout layout, int L, Copy copy
     return;
   }
   if (layout == WeightLayout::Blocks32PairTiles8) {
-    const int64_t block = static_cast<int64_t>(dtype_row_bytes(w.type, 32)), n_units = (block - 16) / 2;
-    const int64_t qs = block - 16;  // offsetof(Block, qs): d[, m][, qh] come first
+    // LegacyFields' kBytes, kQsOffset (d[, m][, qh] come first) and kUnits, for the runtime type
+    const int64_t block = static_cast<int64_t>(dtype_row_bytes(w.type, 32)), qs = block - 16, n_units = qs / 2;
     for (int64_t b = 0; b < w.n_in / 32; ++b) {
       const int64_t pair = (b / 2) * legacy_pair_bytes(block), e = b % 2;
       for (int k = 0; k < 4; ++k) copy(b * block + qs + 4 * k, pair + 128 * e + 32 * k + 4 * L, 4);
