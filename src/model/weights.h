@@ -46,8 +46,9 @@ struct Transformer::Weights {
   static std::unique_ptr<Weights> load(const GgufFile& gguf, const ModelConfig& config);
   // Copies every matrix the active ISA reads faster in another layout (repacked_bytes: the layer
   // matrices and the output head; with tied embeddings that is token_embd, whose rows embed()
-  // then gathers back with copy_weight_row) into that layout, 256 rows per task of `pool`, releasing each copied range of the mapping. The
-  // outputs of every forward are unchanged to the bit. Returns the bytes repacked. Cost: one
+  // then gathers back with copy_weight_row) into that layout, 256 rows per task of `pool`,
+  // releasing each copied range of the mapping. The outputs of every forward are unchanged to
+  // the bit. Returns the bytes repacked. Cost: one
   // pass over them, split over the pool (1B Q4_K_M on 2 Zen 3 cores: ~0.5 s, 0.7-1.0 s on one).
   size_t repack(const GgufFile& gguf, ThreadPool& pool);
   // Drops every page of the mapping that no matrix still read from it (layout RowMajor, and
