@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/rowops_impl.h"
+#include "specdec/cpu.h"
 #include "specdec/error.h"
 #include "specdec/kernels.h"
 
@@ -32,21 +34,34 @@ void rope_cos_sin(int pos, const RopeParams& p, float* cos_sin) {
   }
 }
 
+namespace kernels_detail {
+
+void rope_head_scalar(float* head, const float* cos_sin, int i_begin, int n_pairs, bool norm) {
+  // NORM pairs (2i, 2i+1); NEOX pairs (i, i + n_rot/2).
+  const int pair_stride = norm ? 1 : n_pairs;
+  for (int i = i_begin; i < n_pairs; ++i) {
+    const int i0 = norm ? 2 * i : i;
+    const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+    const float x0 = head[i0], x1 = head[i0 + pair_stride];
+    head[i0] = x0 * c - x1 * s;
+    head[i0 + pair_stride] = x0 * s + x1 * c;
+  }
+}
+
+void rope_apply_scalar(float* x, int n_heads, int head_dim, const float* cos_sin, const RopeParams& p) {
+  for (int h = 0; h < n_heads; ++h) {
+    rope_head_scalar(x + static_cast<size_t>(h) * head_dim, cos_sin, 0, p.n_rot / 2, p.layout == RopeLayout::Norm);
+  }
+}
+
+}  // namespace kernels_detail
+
 void rope_apply(float* x, int n_heads, int head_dim, const float* cos_sin, const RopeParams& p) {
   check_params(head_dim, p);
-  const int n_pairs = p.n_rot / 2;
-  // NORM pairs (2i, 2i+1); NEOX pairs (i, i + n_rot/2).
-  const bool norm = p.layout == RopeLayout::Norm;
-  const int pair_stride = norm ? 1 : n_pairs;
-  for (int h = 0; h < n_heads; ++h) {
-    float* head = x + static_cast<size_t>(h) * head_dim;
-    for (int i = 0; i < n_pairs; ++i) {
-      const int i0 = norm ? 2 * i : i;
-      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
-      const float x0 = head[i0], x1 = head[i0 + pair_stride];
-      head[i0] = x0 * c - x1 * s;
-      head[i0 + pair_stride] = x0 * s + x1 * c;
-    }
+  switch (active_isa()) {
+    case Isa::Avx512: kernels_detail::rope_apply_avx512(x, n_heads, head_dim, cos_sin, p); break;
+    case Isa::Avx2: kernels_detail::rope_apply_avx2(x, n_heads, head_dim, cos_sin, p); break;
+    default: kernels_detail::rope_apply_scalar(x, n_heads, head_dim, cos_sin, p); break;
   }
 }
 

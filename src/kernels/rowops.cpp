@@ -2,10 +2,10 @@
 //
 // These run once per row per layer and cost O(n) next to the O(n^2) matmuls, so they stay
 // scalar: one code path on every ISA, so their bits never depend on the dispatch target.
-// Reductions (rmsnorm's sum of squares, softmax's sum) accumulate in double in index order,
-// like ggml, and round once. The exception is swiglu, which runs over the n_ff-wide hidden
-// rows and was 4-10% of a verify forward with std::exp (~3 ns per element): it has AVX2 and
-// AVX-512 versions that give the scalar version's bits (rowops_impl.h).
+// Reductions accumulate in double and round once: softmax's sum in index order, like ggml;
+// rmsnorm's sum of squares in 32 lanes (rowops_impl.h), so its AVX2 and AVX-512 versions give
+// the scalar bits. swiglu, which runs over the n_ff-wide hidden rows and was 4-10% of a verify
+// forward with std::exp (~3 ns per element), has AVX2 and AVX-512 versions too.
 #include <cmath>
 
 #include "kernels/exp_nonpositive.h"
@@ -26,14 +26,24 @@ void swiglu_scalar(const float* gate, const float* up, int n, float* out) {
   }
 }
 
+double sum_squares_scalar(const float* x, int n) {
+  double lanes[kSumLanes] = {};
+  return finish_sum_squares(lanes, x, 0, n);
+}
+
+void rmsnorm_scalar(const float* x, const float* weight, int n, float eps, float* y) {
+  const float scale = rms_scale(sum_squares_scalar(x, n), n, eps);
+  for (int i = 0; i < n; ++i) y[i] = (x[i] * scale) * weight[i];
+}
+
 }  // namespace kernels_detail
 
 void rmsnorm(const float* x, const float* weight, int n, float eps, float* y) {
-  double sum_sq = 0.0;
-  for (int i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i] * x[i]);
-  const float mean = static_cast<float>(sum_sq / n);
-  const float scale = 1.0f / std::sqrt(mean + eps);
-  for (int i = 0; i < n; ++i) y[i] = (x[i] * scale) * weight[i];
+  switch (active_isa()) {
+    case Isa::Avx512: kernels_detail::rmsnorm_avx512(x, weight, n, eps, y); break;
+    case Isa::Avx2: kernels_detail::rmsnorm_avx2(x, weight, n, eps, y); break;
+    default: kernels_detail::rmsnorm_scalar(x, weight, n, eps, y); break;
+  }
 }
 
 void softmax(float* x, int n) {

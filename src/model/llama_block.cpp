@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "specdec/cpu.h"
 #include "specdec/model.h"
 #include "specdec/thread_pool.h"
 
@@ -56,11 +57,14 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
   float* up = sized(s.up, n * n_ff);
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
 
-  // Estimated single-core cost per row in ns (measured, scalar, AMD EPYC: rmsnorm 1.2 ns and
-  // rope_apply 0.55 ns per element, a bias add ~0.25 ns; swiglu ~0.5 ns per element with
-  // AVX2 / AVX-512, counted per chunk of 64 elements).
-  const int64_t rmsnorm_ns = n_embd + n_embd / 4;
-  const int64_t rope_ns = (q_dim + kv_dim) * (c.qkv_bias ? 3 : 2) / 4;
+  // Estimated single-core cost per row in ns (measured, AMD EPYC Zen 4, rows in cache: rmsnorm
+  // 0.2-0.25 ns and rope_apply 0.12-0.18 ns per element with AVX2 / AVX-512, 1.3-1.6 and
+  // 0.7-0.85 ns scalar; a bias add ~0.25 ns; swiglu ~0.5 ns per element with AVX2 / AVX-512,
+  // counted per chunk of 64 elements). So a 9-row verify's norms and rotations run on the
+  // calling thread: handing them to the pool cost more than they do.
+  const bool simd = active_isa() >= Isa::Avx2;
+  const int64_t rmsnorm_ns = simd ? n_embd / 4 : n_embd + n_embd / 2;
+  const int64_t rope_ns = (q_dim + kv_dim) * (simd ? 1 : 3) / 6 + (c.qkv_bias ? (q_dim + 2 * kv_dim) / 4 : 0);
   constexpr int kSwigluChunk = 64;
   constexpr int64_t kSwigluChunkNs = 32;
   for_rows(pool, n_rows, rmsnorm_ns, [&](int begin, int end) {

@@ -1,6 +1,5 @@
-// rmsnorm, softmax, swiglu, add_inplace and rope against float64 references on random data
-// (scalar kernels: one path on every ISA; swiglu's SIMD versions give the scalar bits),
-// including odd sizes.
+// rmsnorm, softmax, swiglu, add_inplace and rope against float64 references on random data,
+// including odd sizes; the SIMD versions of swiglu, rmsnorm and rope give the scalar bits.
 // Bounds: rmsnorm, swiglu: relative 1e-6 per value (a handful of float roundings);
 // softmax: 1e-6 * max value; rope: 1e-6 * (|x0| + |x1|) per rotated pair;
 // exp_nonpositive: relative 3e-7 (Cephes' polynomial: ~2 ulp) where the result is normal.
@@ -213,6 +212,82 @@ TEST(Rope, LayoutsDifferAndFactorsMatter) {
   scaled.freq_factors = factors.data();
   rope(c.data(), 1, 16, 20, scaled);  // pos 20 / factor 4 == pos 5 without factors
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(c[i], a[i], 1e-6);
+}
+
+// rmsnorm on AVX2 and AVX-512 gives the scalar version's bits: the same 32 double lanes and
+// the same tree, whatever n (vector body, tail, both) and the row's alignment. The sums of
+// squares are compared too: the values span 40 binades, so that a different summation order
+// shows in a double sum's last bits even where the float result rounds it away.
+TEST(RowOps, RmsnormIsTheSameBitsOnEveryIsa) {
+  if (detected_isa() < Isa::Avx2) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar rmsnorm runs here";
+  const bool avx512 = detected_isa() == Isa::Avx512;
+  Rng rng(testing::test_seed("rowops rmsnorm isa"));
+  std::vector<float> x(9000), w(9000);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(std::ldexp(uniform(rng), static_cast<int>(rng.below(40)) - 20));
+    w[i] = 1.0f + uniform(rng);
+  }
+  int n_rows = 0, n_order_sensitive = 0;
+  for (int offset : {0, 1, 3}) {
+    for (int n : {1, 5, 31, 32, 33, 63, 64, 100, 576, 2048, 2049, 8191}) {
+      const float* xs = x.data() + offset;
+      const double sum = kernels_detail::sum_squares_scalar(xs, n);
+      EXPECT_EQ(kernels_detail::sum_squares_avx2(xs, n), sum) << "avx2 n " << n << " offset " << offset;
+      if (avx512) {
+        EXPECT_EQ(kernels_detail::sum_squares_avx512(xs, n), sum) << "avx512 n " << n << " offset " << offset;
+      }
+      double index_order = 0.0;
+      for (int i = 0; i < n; ++i) index_order += static_cast<double>(xs[i] * xs[i]);
+      ++n_rows;
+      n_order_sensitive += index_order != sum;
+
+      std::vector<float> scalar(n), simd(n);
+      kernels_detail::rmsnorm_scalar(xs, w.data() + offset, n, 1e-6f, scalar.data());
+      kernels_detail::rmsnorm_avx2(xs, w.data() + offset, n, 1e-6f, simd.data());
+      EXPECT_EQ(count_different(scalar, simd), 0) << "avx2 n " << n << " offset " << offset;
+      if (avx512) {
+        kernels_detail::rmsnorm_avx512(xs, w.data() + offset, n, 1e-6f, simd.data());
+        EXPECT_EQ(count_different(scalar, simd), 0) << "avx512 n " << n << " offset " << offset;
+      }
+      std::vector<float> in_place(xs, xs + n);
+      rmsnorm(in_place.data(), w.data() + offset, n, 1e-6f, in_place.data());
+      EXPECT_EQ(count_different(scalar, in_place), 0) << "in place, n " << n << " offset " << offset;
+    }
+  }
+  // The comparison above can tell orders apart: most long rows' sums differ from index order.
+  EXPECT_GT(n_order_sensitive, n_rows / 4) << "the inputs no longer expose the summation order";
+}
+
+// rope_apply on AVX2 and AVX-512 gives the scalar version's bits for both layouts, with n_rot
+// below head_dim (the rest untouched) and pair counts that leave scalar tails.
+TEST(Rope, ApplyIsTheSameBitsOnEveryIsa) {
+  if (detected_isa() < Isa::Avx2) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar rope runs here";
+  const bool avx512 = detected_isa() == Isa::Avx512;
+  Rng rng(testing::test_seed("rope isa"));
+  struct Case { int n_heads, head_dim, n_rot; };
+  const Case cases[] = {{3, 64, 64}, {2, 128, 128}, {2, 64, 32}, {3, 10, 6}, {2, 80, 40}, {1, 96, 72}, {4, 8, 8}};
+  for (RopeLayout layout : {RopeLayout::Norm, RopeLayout::Neox}) {
+    for (const Case& c : cases) {
+      RopeParams p;
+      p.n_rot = c.n_rot;
+      p.layout = layout;
+      std::vector<float> cos_sin(static_cast<size_t>(c.n_rot));
+      rope_cos_sin(1 + static_cast<int>(rng.below(5000)), p, cos_sin.data());
+      std::vector<float> x(static_cast<size_t>(c.n_heads * c.head_dim));
+      for (float& v : x) v = static_cast<float>(std::ldexp(uniform(rng), static_cast<int>(rng.below(12)) - 6));
+      std::vector<float> scalar = x, simd = x;
+      kernels_detail::rope_apply_scalar(scalar.data(), c.n_heads, c.head_dim, cos_sin.data(), p);
+      EXPECT_NE(scalar, x);
+      const char* what = layout == RopeLayout::Norm ? "norm" : "neox";
+      kernels_detail::rope_apply_avx2(simd.data(), c.n_heads, c.head_dim, cos_sin.data(), p);
+      EXPECT_EQ(count_different(scalar, simd), 0) << "avx2 " << what << " head_dim " << c.head_dim << " n_rot " << c.n_rot;
+      if (avx512) {
+        simd = x;
+        kernels_detail::rope_apply_avx512(simd.data(), c.n_heads, c.head_dim, cos_sin.data(), p);
+        EXPECT_EQ(count_different(scalar, simd), 0) << "avx512 " << what << " head_dim " << c.head_dim << " n_rot " << c.n_rot;
+      }
+    }
+  }
 }
 
 }  // namespace
