@@ -287,10 +287,12 @@ int main(int argc, char** argv) {
   // {n_out, n_in}: the 1B shape's matrices, plus 256x2048 whose weights stay in L2 (compute cost
   // without the memory wall: the steadiest signal for kernel changes on a busy machine), and
   // the 1B output matrix 32000x2048, larger than a 32 MiB L3 in every type but Q2_K and Q3_K
-  // (M = 1 streams it from memory, like decode).
-  const int64_t shapes[][2] = {{2048, 2048}, {8192, 2048}, {2048, 8192}, {256, 2048}, {32000, 2048}};
+  // (M = 1 streams it from memory, like decode), and the 150M shape's gate / up matrix 1536x576
+  // (576-wide rows: legacy types, Q8_0 and floats only; 0.6-1.3 MiB, L2-sized).
+  const int64_t shapes[][2] = {{2048, 2048}, {8192, 2048}, {2048, 8192}, {256, 2048}, {32000, 2048}, {1536, 576}};
   for (DType type : types) {
     for (const auto& shape : shapes) {
+      if (shape[1] % dtype_info(type).block_size != 0) continue;
       for (int M : {1, 5, 9, 17, 32, 64}) {  // 64: prefill's chunk
         const std::string name = std::string("matmul/") + dtype_name(type) + "/" + std::to_string(shape[0]) + "x" +
                                  std::to_string(shape[1]) + "/M:" + std::to_string(M);

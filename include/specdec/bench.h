@@ -173,6 +173,10 @@ struct BenchReport {
   int n_layers = 0, n_embd = 0, n_vocab = 0, n_ctx = 0;
   std::string weight_types;         // e.g. "Q8_0 x112, Q6_K x1, F32 x33"
   double load_average_1min = -1;    // /proc/loadavg at the start (-1: unknown)
+  // The target's thread pool over the run until the bandwidth probe (thread_pool.h): stall
+  // verdicts and the parallel calls their back-offs sent to the calling thread alone. Inline
+  // calls mean some measurements ran on one thread: other tenants, or more threads than cores.
+  int64_t pool_stalls = 0, pool_inline_calls = 0;
 
   // Decode and bandwidth
   size_t weight_bytes = 0;          // Transformer::weight_bytes(): streamed per forward

@@ -21,13 +21,18 @@
 // Stall back-off (kDynamic only): a worker descheduled in the middle of a task still holds up
 // the call until the kernel runs it again (often milliseconds on an oversubscribed machine).
 // When the caller has waited for a running task much longer than its own share of the call took
-// (a stall), the pool runs the following dynamic calls on the caller alone for a back-off time
-// (starting at stall_backoff, doubling while stalls recur within a second, at most 32x), then
-// tries the workers again. Which thread runs a task never changes a result, so this only trades
-// parallelism for latency. stall_backoff = 0 turns it off. The verdict assumes the tasks of a
-// call are of about equal size or ordered largest first (callers cut them so: tasks are claimed
-// in order, so the caller's first task is then at least as long as any it waits for) and needs
-// the caller to have run at least one task (otherwise its share says nothing about a task's length).
+// (a stall), the pool runs the following dynamic calls on the caller alone for a back-off time,
+// then tries the workers again. The back-off is stall_backoff, doubled (up to kMaxBackoffFactor
+// times) while each stall comes within kStallRecurrence of the previous back-off's end: an
+// oversubscribed machine, whose calls then run on the caller for up to 0.64 s at a time. A lone
+// hiccup (another tenant or the hypervisor taking a vCPU for a moment) costs one short back-off:
+// with 20 ms doubling while stalls came within a second, a 2-vCPU guest whose vCPUs hiccup a few
+// times a second had run 20-40% of a benchmark's calls on one thread. Which thread runs a task
+// never changes a result, so this only trades parallelism for latency. stall_backoff = 0 turns
+// it off. The verdict assumes the tasks of a call are of about equal size or ordered largest
+// first (callers cut them so: tasks are claimed in order, so the caller's first task is then at
+// least as long as any it waits for) and needs the caller to have run at least one task
+// (otherwise its share says nothing about a task's length).
 #pragma once
 
 #include <atomic>
@@ -47,7 +52,7 @@ class ThreadPool {
   // a big share); above it the per-task cost grows for nothing. See task_count().
   static constexpr int kTasksPerThread = 4;
 
-  static constexpr std::chrono::milliseconds kDefaultStallBackoff{20};
+  static constexpr std::chrono::milliseconds kDefaultStallBackoff{5};
 
   // n_threads >= 1 counts the calling thread; 0 means default_thread_count().
   explicit ThreadPool(int n_threads = 0, std::chrono::milliseconds stall_backoff = kDefaultStallBackoff);
@@ -73,6 +78,14 @@ class ThreadPool {
 
   // Physical cores of this machine (at least 1).
   static int default_thread_count();
+
+  // What the stall back-off did so far (read by the calling thread, e.g. for a benchmark's
+  // report: a run whose calls went to the caller alone measured one thread, not size()).
+  struct StallStats {
+    int64_t n_stalls = 0;        // stall verdicts, each starting a back-off
+    int64_t n_inline_calls = 0;  // dynamic calls of 2+ tasks run on the caller alone in a back-off
+  };
+  StallStats stall_stats() const { return stall_stats_; }
 
  private:
   void worker_loop(int thread_index);
@@ -100,7 +113,9 @@ class ThreadPool {
   std::chrono::steady_clock::duration base_backoff_;
   std::chrono::steady_clock::duration backoff_{};
   std::chrono::steady_clock::time_point inline_until_{};  // dynamic calls run on the caller until then
-  std::chrono::steady_clock::time_point last_stall_{};
+  static constexpr std::chrono::milliseconds kStallRecurrence{100};
+  static constexpr int kMaxBackoffFactor = 128;
+  StallStats stall_stats_;
 };
 
 }  // namespace specdec

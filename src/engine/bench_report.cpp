@@ -239,6 +239,10 @@ std::string bench_report_text(const BenchReport& r) {
       r.isa.c_str(), r.n_threads, r.reps, r.load_average_1min);
   put(out, "  %d layers, %d dim, vocab %d, context %d; tensors %s\n", r.n_layers, r.n_embd, r.n_vocab, r.n_ctx,
       r.weight_types.c_str());
+  if (r.pool_inline_calls > 0)
+    put(out, "  WARNING: after %lld stalls (a worker held up a call: other tenants, or more threads than free cores) "
+             "the thread pool ran %lld parallel calls on the calling thread alone: some figures below are partly single-threaded\n",
+        static_cast<long long>(r.pool_stalls), static_cast<long long>(r.pool_inline_calls));
   put(out, "\ndecode (1-row forward at context %d): %.2f tok/s (%.3f ms/token)\n", r.short_curve.context, r.decode_tps,
       r.decode_seconds * 1e3);
   put(out, "  weights read per token %.1f MiB -> achieved %.2f GB/s\n", mib(r.weight_bytes), r.achieved_gbs);
@@ -290,7 +294,8 @@ std::string bench_report_json(const BenchReport& r) {
                 {"n_embd", r.n_embd},   {"n_vocab", r.n_vocab},    {"n_ctx", r.n_ctx},
                 {"tensor_types", r.weight_types}, {"weight_bytes_per_token", r.weight_bytes}};
   j["run"] = {{"date", r.date}, {"isa", r.isa}, {"threads", r.n_threads}, {"reps", r.reps},
-              {"load_average_1min", r.load_average_1min}};
+              {"load_average_1min", r.load_average_1min}, {"pool_stalls", r.pool_stalls},
+              {"pool_inline_calls", r.pool_inline_calls}};
   j["decode"] = {{"context", r.short_curve.context},      {"seconds_per_token", r.decode_seconds},
                  {"tokens_per_second", r.decode_tps},     {"tokens_per_second_long", r.decode_tps_long},
                  {"min_seconds_per_token", r.decode_min_seconds},

@@ -366,6 +366,10 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   r.memory.rss_bytes = current_rss_bytes();
   r.memory.peak_rss_bytes = peak_rss_bytes();
 
+  const ThreadPool::StallStats stalls = target->pool().stall_stats();
+  r.pool_stalls = stalls.n_stalls;
+  r.pool_inline_calls = stalls.n_inline_calls;
+
   // 4. Compute peak and bandwidth on the same threads, then release the models.
   if (log) log("compute peak probe (second of two)");
   r.compute_peak = measure_compute_peak(target->pool());

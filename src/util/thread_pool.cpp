@@ -118,6 +118,7 @@ void ThreadPool::parallel_for(int n_tasks, const std::function<void(int, int)>& 
   using Clock = std::chrono::steady_clock;
   const Clock::time_point published = Clock::now();  // ~20 ns (vDSO)
   if (!is_static && published < inline_until_) {
+    ++stall_stats_.n_inline_calls;
     for (int t = 0; t < n_tasks; ++t) fn(t, 0);
     return;
   }
@@ -153,10 +154,14 @@ void ThreadPool::parallel_for(int n_tasks, const std::function<void(int, int)>& 
   // largest first, so the caller's first task is at least as long as any it waits for).
   constexpr std::chrono::microseconds kStallSlack{200};
   const Clock::time_point now = Clock::now();
-  if (now - own_done <= (own_done - published) + kStallSlack) return;
-  const bool recurring = backoff_.count() > 0 && now - last_stall_ < std::chrono::seconds(1);
-  backoff_ = recurring ? std::min(backoff_ * 2, base_backoff_ * 32) : base_backoff_;
-  last_stall_ = now;
+  const Clock::duration excess = (now - own_done) - (own_done - published);
+  if (excess <= kStallSlack) return;
+  ++stall_stats_.n_stalls;
+  // The back-off doubles only while stalls come right after the previous back-off ends (an
+  // oversubscribed machine: its calls go to the caller for up to kMaxBackoffFactor x the base);
+  // a lone hiccup of another tenant or the hypervisor costs one base back-off.
+  const bool recurring = backoff_.count() > 0 && now - inline_until_ < kStallRecurrence;
+  backoff_ = recurring ? std::min(backoff_ * 2, base_backoff_ * kMaxBackoffFactor) : base_backoff_;
   inline_until_ = now + backoff_;
 }
 

@@ -403,6 +403,22 @@ TEST(BenchReportText, ComputeShareAbove100PercentIsFlagged) {
   EXPECT_NE(text.find("AMX on: prefill-sized products run on AMX tiles"), std::string::npos) << text;
 }
 
+// Calls that the thread pool's stall back-off ran on one thread make a warning (the figures
+// are partly single-threaded); without any, nothing.
+TEST(BenchReportText, ThreadPoolBackOffIsFlagged) {
+  BenchReport r;
+  r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};
+  r.short_curve.cost = r.short_curve.min_cost = {1.0, 1.2};
+  std::string text = bench_report_text(r);
+  EXPECT_EQ(text.find("thread pool"), std::string::npos) << text;
+  r.pool_stalls = 3;
+  r.pool_inline_calls = 1200;
+  text = bench_report_text(r);
+  EXPECT_NE(text.find("WARNING: after 3 stalls"), std::string::npos) << text;
+  EXPECT_NE(text.find("the thread pool ran 1200 parallel calls on the calling thread alone"), std::string::npos) << text;
+  EXPECT_EQ(nlohmann::json::parse(bench_report_json(r))["run"]["pool_inline_calls"], 1200);
+}
+
 TEST(BenchReportText, CurvesOfUnequalLengthAreAnErrorNamingTheLengths) {
   BenchReport r;
   r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};

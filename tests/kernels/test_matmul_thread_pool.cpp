@@ -134,6 +134,33 @@ TEST(MatmulThreadPool, StallBacksOffToTheCallerThenRetriesTheWorkers) {
   }
 }
 
+// The back-off doubles when a stall comes right after the previous back-off ended (within
+// 100 ms: an oversubscribed machine) and starts again from stall_backoff after a quiet spell (a
+// lone hiccup). Back-offs of 200 ms and 400 ms; each check has >= 100 ms of margin.
+TEST(MatmulThreadPool, BackOffDoublesOnlyWhileStallsRecur) {
+  using std::chrono::milliseconds;
+  {
+    ThreadPool pool(2, milliseconds(200));
+    ASSERT_EQ(1, call_with_worker_holding(pool, milliseconds(5)));  // a stall: 200 ms back-off
+    EXPECT_EQ(0, call_with_worker_holding(pool, milliseconds(0), milliseconds(100)));  // takes 100 ms
+    std::this_thread::sleep_for(milliseconds(110));
+    ASSERT_EQ(1, call_with_worker_holding(pool, milliseconds(5)));  // right after: 400 ms
+    std::this_thread::sleep_for(milliseconds(250));
+    EXPECT_EQ(0, call_with_worker_holding(pool, milliseconds(0), milliseconds(100)));  // still backed off
+    EXPECT_EQ(2, pool.stall_stats().n_stalls);
+    EXPECT_EQ(2, pool.stall_stats().n_inline_calls);
+  }
+  {
+    ThreadPool pool(2, milliseconds(200));
+    ASSERT_EQ(1, call_with_worker_holding(pool, milliseconds(5)));  // 200 ms back-off
+    std::this_thread::sleep_for(milliseconds(350));                   // ends, then 150 ms quiet
+    ASSERT_EQ(1, call_with_worker_holding(pool, milliseconds(5)));  // a lone stall: 200 ms again
+    std::this_thread::sleep_for(milliseconds(300));
+    EXPECT_EQ(1, call_with_worker_holding(pool, milliseconds(0)));  // over: the worker again
+    EXPECT_EQ(0, pool.stall_stats().n_inline_calls);
+  }
+}
+
 TEST(MatmulThreadPool, TaskCountIsTheDocumentedFunction) {
   ThreadPool one(1), two(2), three(3);
   EXPECT_EQ(1, one.task_count(int64_t{1} << 40, 100));  // one thread: always inline
