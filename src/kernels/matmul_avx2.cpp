@@ -43,11 +43,19 @@ inline __m256 load_w(const uint8_t* row) {
 template <DType T>
 constexpr int64_t weight_bytes() { return T == DType::F32 ? 4 : 2; }
 
+// The next weight group's bytes, asked for while this group is multiplied: step_bytes per
+// 8-value iteration (none when next is null), as on the AVX-512 path (matmul_avx512.cpp).
+struct NextRows {
+  const uint8_t* next = nullptr;
+  int64_t step_bytes = 0;
+};
+
 // y[r][o + k] for rows r < R of x and weight rows k < W (x and y point at the tile's first row
 // and output). One accumulator per (row, output): acc = fma(w[i..i+8), x[i..i+8), acc) for
 // i = 0, 8, ..., a zero-padded tail last; y = hsum(acc). The same for every W and R.
 template <DType T, int W, int R>
-void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float* y, int64_t n_out) {
+void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float* y, int64_t n_out,
+                NextRows ahead = {}) {
   constexpr int64_t wb = weight_bytes<T>();
   __m256 acc[W][R];
 #pragma GCC unroll 8
@@ -56,6 +64,10 @@ void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float*
     for (int r = 0; r < R; ++r) acc[k][r] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n_in; i += 8) {
+    if (ahead.next != nullptr) {
+      const char* p = reinterpret_cast<const char*>(ahead.next + (i / 8) * ahead.step_bytes);
+      for (int64_t b = 0; b < ahead.step_bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T2);
+    }
     __m256 wv[W];
 #pragma GCC unroll 8
     for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k] + i * wb);
@@ -87,17 +99,19 @@ void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float*
     for (int r = 0; r < R; ++r) y[r * n_out + k] = hsum(acc[k][r]);
 }
 
+// ahead: the next group, prefetched during the first row block.
 template <DType T, int W, int RMAX>
-void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o) {
+void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o, NextRows ahead = {}) {
   const WeightMatrix& w = *job.w;
   for (int r0 = 0; r0 < job.M; r0 += RMAX) {
     const float* x = job.x + r0 * w.n_in;
     float* y = job.y + r0 * w.n_out + o;
+    const NextRows a = r0 == 0 ? ahead : NextRows{};
     switch (min_rows(RMAX, job.M - r0)) {
-      case 1: float_tile<T, W, 1>(rows, x, w.n_in, y, w.n_out); break;
-      case 2: float_tile<T, W, (RMAX >= 2 ? 2 : 1)>(rows, x, w.n_in, y, w.n_out); break;
-      case 3: float_tile<T, W, (RMAX >= 3 ? 3 : 1)>(rows, x, w.n_in, y, w.n_out); break;
-      default: float_tile<T, W, RMAX>(rows, x, w.n_in, y, w.n_out); break;
+      case 1: float_tile<T, W, 1>(rows, x, w.n_in, y, w.n_out, a); break;
+      case 2: float_tile<T, W, (RMAX >= 2 ? 2 : 1)>(rows, x, w.n_in, y, w.n_out, a); break;
+      case 3: float_tile<T, W, (RMAX >= 3 ? 3 : 1)>(rows, x, w.n_in, y, w.n_out, a); break;
+      default: float_tile<T, W, RMAX>(rows, x, w.n_in, y, w.n_out, a); break;
     }
   }
 }
@@ -109,10 +123,14 @@ void float_range_w(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   int64_t o = job.o_begin;
+  const int64_t n_steps = w.n_in / 8 > 0 ? w.n_in / 8 : 1;
+  const int64_t group_lines = (W * static_cast<int64_t>(w.row_bytes) + 63) / 64;
+  const int64_t step_bytes = 64 * ((group_lines + n_steps - 1) / n_steps);
   for (; o + W <= job.o_end; o += W) {
     const uint8_t* rows[W];
     for (int k = 0; k < W; ++k) rows[k] = base + (o + k) * w.row_bytes;
-    float_tiles<T, W, RMAX>(rows, job, o);
+    const NextRows ahead = o + 2 * W <= job.o_end ? NextRows{rows[0] + W * w.row_bytes, step_bytes} : NextRows{};
+    float_tiles<T, W, RMAX>(rows, job, o, ahead);
   }
   for (; o < job.o_end; ++o) {
     const uint8_t* row = base + o * w.row_bytes;

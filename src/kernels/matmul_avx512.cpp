@@ -59,11 +59,20 @@ inline __m512 load_w_masked(const uint8_t* row, int64_t i, __mmask16 m) {
   }
 }
 
+// The next weight group's bytes, asked for while this group is multiplied: step_bytes per
+// 16-value iteration (none when next is null). W interleaved row streams are followed poorly by
+// the hardware prefetchers (the quantized tiles prefetch their next tile the same way).
+struct NextRows {
+  const uint8_t* next = nullptr;
+  int64_t step_bytes = 0;
+};
+
 // y[r][o + k] for rows r < R of x and weight rows k < W (x and y point at the tile's first row
 // and output). One accumulator per (row, output): acc = fma(w[i..i+16), x[i..i+16), acc) for
 // i = 0, 16, ..., the masked tail last; y = hsum(acc). The same for every W and R.
 template <DType T, int W, int R>
-void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float* y, int64_t n_out) {
+void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float* y, int64_t n_out,
+                NextRows ahead = {}) {
   __m512 acc[W][R];
 #pragma GCC unroll 8
   for (int k = 0; k < W; ++k)
@@ -71,6 +80,10 @@ void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float*
     for (int r = 0; r < R; ++r) acc[k][r] = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n_in; i += 16) {
+    if (ahead.next != nullptr) {
+      const char* p = reinterpret_cast<const char*>(ahead.next + (i / 16) * ahead.step_bytes);
+      for (int64_t b = 0; b < ahead.step_bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T2);
+    }
     __m512 wv[W];
 #pragma GCC unroll 8
     for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k], i);
@@ -99,19 +112,22 @@ void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float*
     for (int r = 0; r < R; ++r) y[r * n_out + k] = hsum(acc[k][r]);
 }
 
+// ahead: the next group, prefetched during the first row block (later blocks find this
+// group's rows in the caches).
 template <DType T, int W>
-void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o) {
+void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o, NextRows ahead = {}) {
   const WeightMatrix& w = *job.w;
   for (int r0 = 0; r0 < job.M; r0 += kFloatTileRows) {
     const float* x = job.x + r0 * w.n_in;
     float* y = job.y + r0 * w.n_out + o;
+    const NextRows a = r0 == 0 ? ahead : NextRows{};
     switch (min_rows(kFloatTileRows, job.M - r0)) {
-      case 1: float_tile<T, W, 1>(rows, x, w.n_in, y, w.n_out); break;
-      case 2: float_tile<T, W, 2>(rows, x, w.n_in, y, w.n_out); break;
-      case 3: float_tile<T, W, 3>(rows, x, w.n_in, y, w.n_out); break;
-      case 4: float_tile<T, W, 4>(rows, x, w.n_in, y, w.n_out); break;
-      case 5: float_tile<T, W, 5>(rows, x, w.n_in, y, w.n_out); break;
-      default: float_tile<T, W, 6>(rows, x, w.n_in, y, w.n_out); break;
+      case 1: float_tile<T, W, 1>(rows, x, w.n_in, y, w.n_out, a); break;
+      case 2: float_tile<T, W, 2>(rows, x, w.n_in, y, w.n_out, a); break;
+      case 3: float_tile<T, W, 3>(rows, x, w.n_in, y, w.n_out, a); break;
+      case 4: float_tile<T, W, 4>(rows, x, w.n_in, y, w.n_out, a); break;
+      case 5: float_tile<T, W, 5>(rows, x, w.n_in, y, w.n_out, a); break;
+      default: float_tile<T, W, 6>(rows, x, w.n_in, y, w.n_out, a); break;
     }
   }
 }
@@ -123,10 +139,16 @@ void float_range_w(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   int64_t o = job.o_begin;
+  const int64_t n_steps = w.n_in / 16 > 0 ? w.n_in / 16 : 1;
+  const int64_t group_lines = (W * static_cast<int64_t>(w.row_bytes) + 63) / 64;
+  const int64_t step_bytes = 64 * ((group_lines + n_steps - 1) / n_steps);
   for (; o + W <= job.o_end; o += W) {
     const uint8_t* rows[W];
     for (int k = 0; k < W; ++k) rows[k] = base + (o + k) * w.row_bytes;
-    float_tiles<T, W>(rows, job, o);
+    // the next W rows follow these in memory; past the range (another task's or past the
+    // matrix: a prefetch never faults) they are not asked for
+    const NextRows ahead = o + 2 * W <= job.o_end ? NextRows{rows[0] + W * w.row_bytes, step_bytes} : NextRows{};
+    float_tiles<T, W>(rows, job, o, ahead);
   }
   for (; o < job.o_end; ++o) {
     const uint8_t* row = base + o * w.row_bytes;
