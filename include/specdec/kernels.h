@@ -93,8 +93,9 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
 // Reference used by tests: dequantize W to f32 and compute each dot product in double.
 void matmul_reference(const WeightMatrix& w, const float* x, int M, float* y);
 
-// ---- elementwise / row kernels (scalar, fixed order; cheap next to matmul)
-// y = x / sqrt(mean(x^2) + eps) * weight, over n values (reduction in a fixed order).
+// ---- elementwise / row kernels (fixed order, the same bits on every ISA; cheap next to matmul)
+// y = x / sqrt(mean(x^2) + eps) * weight, over n values (reduction in a fixed order: 32 double
+// lanes, then a fixed tree).
 void rmsnorm(const float* x, const float* weight, int n, float eps, float* y);
 // In-place softmax over n values (max-subtracted, fixed-order sum).
 void softmax(float* x, int n);

@@ -1,11 +1,14 @@
-// kernels/rowops.cpp — elementwise and per-row kernels (scalar, fixed order).
+// kernels/rowops.cpp — elementwise and per-row kernels (fixed order), and the dispatch of the
+// ones with SIMD versions.
 //
-// These run once per row per layer and cost O(n) next to the O(n^2) matmuls, so they stay
-// scalar: one code path on every ISA, so their bits never depend on the dispatch target.
+// These run once per row per layer and cost O(n) next to the O(n^2) matmuls. Every version of
+// a kernel gives the same bits (rowops_impl.h), so no result depends on the dispatch target.
 // Reductions accumulate in double and round once: softmax's sum in index order, like ggml;
-// rmsnorm's sum of squares in 32 lanes (rowops_impl.h), so its AVX2 and AVX-512 versions give
-// the scalar bits. swiglu, which runs over the n_ff-wide hidden rows and was 4-10% of a verify
-// forward with std::exp (~3 ns per element), has AVX2 and AVX-512 versions too.
+// rmsnorm's sum of squares in 32 lanes, which its AVX2 and AVX-512 versions keep in registers
+// (the index-order chain took ~1.3 ns per value: a 9-row verify's norms cost as much as a
+// small matrix). swiglu, which runs over the n_ff-wide hidden rows and was 4-10% of a verify
+// forward with std::exp (~3 ns per element), has AVX2 and AVX-512 versions too; so has rope
+// (rope.cpp).
 #include <cmath>
 
 #include "kernels/exp_nonpositive.h"

@@ -12,9 +12,9 @@
 // rmsnorm: y[i] = (x[i] * scale) * weight[i], scale = 1 / sqrt(float(sum / n) + eps). The sum of
 // squares is accumulated in double in kSumLanes lanes: lane j adds float(x[i] * x[i]) for
 // i = j, j + 32, j + 64, ... in order (the vector versions hold the lanes in registers, the
-// scalar one in an array), then the lanes are added by the fixed tree of finish_sum_squares. Index-order
-// summation (one chain of n dependent double adds, ~1.2 ns per value) had made the norms of a
-// 9-row forward take as long as a small matrix's product.
+// scalar one in an array), then the lanes are added by the fixed tree of finish_sum_squares.
+// Index-order summation (one chain of n dependent double adds, ~1.3 ns per value) had made the
+// norms of a 9-row forward take as long as a small matrix's product.
 //
 // rope_apply: per rotated pair (x0, x1) with angle (c, s): x0' = x0 * c - x1 * s and
 // x1' = x0 * s + x1 * c, each product rounded, then the sum (addition commutes exactly, so a
