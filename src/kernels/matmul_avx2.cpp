@@ -43,13 +43,6 @@ inline __m256 load_w(const uint8_t* row) {
 template <DType T>
 constexpr int64_t weight_bytes() { return T == DType::F32 ? 4 : 2; }
 
-// The next weight group's bytes, asked for while this group is multiplied: step_bytes per
-// 8-value iteration (none when next is null), as on the AVX-512 path (matmul_avx512.cpp).
-struct NextRows {
-  const uint8_t* next = nullptr;
-  int64_t step_bytes = 0;
-};
-
 // y[r][o + k] for rows r < R of x and weight rows k < W (x and y point at the tile's first row
 // and output). One accumulator per (row, output): acc = fma(w[i..i+8), x[i..i+8), acc) for
 // i = 0, 8, ..., a zero-padded tail last; y = hsum(acc). The same for every W and R.
@@ -123,13 +116,10 @@ void float_range_w(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   int64_t o = job.o_begin;
-  const int64_t n_steps = w.n_in / 8 > 0 ? w.n_in / 8 : 1;
-  const int64_t group_lines = (W * static_cast<int64_t>(w.row_bytes) + 63) / 64;
-  const int64_t step_bytes = 64 * ((group_lines + n_steps - 1) / n_steps);
   for (; o + W <= job.o_end; o += W) {
     const uint8_t* rows[W];
     for (int k = 0; k < W; ++k) rows[k] = base + (o + k) * w.row_bytes;
-    const NextRows ahead = o + 2 * W <= job.o_end ? NextRows{rows[0] + W * w.row_bytes, step_bytes} : NextRows{};
+    const NextRows ahead = next_rows(rows[0], W, static_cast<int64_t>(w.row_bytes), w.n_in / 8, o + 2 * W <= job.o_end);
     float_tiles<T, W, RMAX>(rows, job, o, ahead);
   }
   for (; o < job.o_end; ++o) {

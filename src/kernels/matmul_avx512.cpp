@@ -59,14 +59,6 @@ inline __m512 load_w_masked(const uint8_t* row, int64_t i, __mmask16 m) {
   }
 }
 
-// The next weight group's bytes, asked for while this group is multiplied: step_bytes per
-// 16-value iteration (none when next is null). W interleaved row streams are followed poorly by
-// the hardware prefetchers (the quantized tiles prefetch their next tile the same way).
-struct NextRows {
-  const uint8_t* next = nullptr;
-  int64_t step_bytes = 0;
-};
-
 // y[r][o + k] for rows r < R of x and weight rows k < W (x and y point at the tile's first row
 // and output). One accumulator per (row, output): acc = fma(w[i..i+16), x[i..i+16), acc) for
 // i = 0, 16, ..., the masked tail last; y = hsum(acc). The same for every W and R.
@@ -139,15 +131,10 @@ void float_range_w(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   int64_t o = job.o_begin;
-  const int64_t n_steps = w.n_in / 16 > 0 ? w.n_in / 16 : 1;
-  const int64_t group_lines = (W * static_cast<int64_t>(w.row_bytes) + 63) / 64;
-  const int64_t step_bytes = 64 * ((group_lines + n_steps - 1) / n_steps);
   for (; o + W <= job.o_end; o += W) {
     const uint8_t* rows[W];
     for (int k = 0; k < W; ++k) rows[k] = base + (o + k) * w.row_bytes;
-    // the next W rows follow these in memory; past the range (another task's or past the
-    // matrix: a prefetch never faults) they are not asked for
-    const NextRows ahead = o + 2 * W <= job.o_end ? NextRows{rows[0] + W * w.row_bytes, step_bytes} : NextRows{};
+    const NextRows ahead = next_rows(rows[0], W, static_cast<int64_t>(w.row_bytes), w.n_in / 16, o + 2 * W <= job.o_end);
     float_tiles<T, W>(rows, job, o, ahead);
   }
   for (; o < job.o_end; ++o) {

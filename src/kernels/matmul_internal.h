@@ -240,6 +240,27 @@ void matmul_range_repacked_avx2(const RangeJob& job);
 void matmul_range_amx(const RangeJob& job);
 // The AVX-512 path runs calls of at least this many activation rows on AMX when amx_active():
 // below, the VNNI tiles were faster for every type measured (BENCHMARKS section 20).
+// The float tiles' prefetch of the next group of weight rows (matmul_avx2.cpp,
+// matmul_avx512.cpp): W interleaved row streams are followed poorly by the hardware
+// prefetchers, so while a group is multiplied the next one (contiguous after it) is asked for,
+// step_bytes per vector iteration (none when next is null), as the quantized tiles do. Internal
+// linkage, as RowBlock: no copy compiled with wide-ISA flags can serve another file.
+namespace {
+struct NextRows {
+  const uint8_t* next = nullptr;
+  int64_t step_bytes = 0;
+};
+
+// The next group of w_rows rows of row_bytes after `group`, spread over n_steps iterations;
+// none when that group does not lie within the caller's range (another task's rows).
+constexpr NextRows next_rows(const uint8_t* group, int64_t w_rows, int64_t row_bytes, int64_t n_steps, bool within) {
+  if (!within) return NextRows{};
+  const int64_t steps = n_steps > 0 ? n_steps : 1;
+  const int64_t lines = (w_rows * row_bytes + 63) / 64;
+  return NextRows{group + w_rows * row_bytes, 64 * ((lines + steps - 1) / steps)};
+}
+}  // namespace
+
 constexpr int kAmxMinRows = 32;
 
 // Per-ISA implementations; each computes y[r][o] for all r < M and o in [o_begin, o_end).
