@@ -187,9 +187,9 @@ void bm_layer_calls(benchmark::State& state, DType type, int M) {
 }
 
 // Attention of M chained rows (a verify chain: row r also sees rows 0..r-1 as extras) over a
-// cached prefix of n_prefix keys, 1B shape (32 heads, 8 kv heads, head_dim 64), F32 or F16 K/V.
-void bm_attention(benchmark::State& state, int n_prefix, int M, DType kv_type) {
-  const AttentionShape shape{32, 8, 64};
+// cached prefix of n_prefix keys, F32 or F16 K/V; shape 1B (32 heads, 8 kv heads, head_dim 64)
+// or 150M (9 heads, 3 kv heads, head_dim 64).
+void bm_attention(benchmark::State& state, AttentionShape shape, int n_prefix, int M, DType kv_type) {
   const size_t kv_stride = static_cast<size_t>(shape.n_kv_heads) * shape.head_dim;
   const size_t n_slots = static_cast<size_t>(n_prefix + M);
   std::vector<float> k(n_slots * kv_stride), v(n_slots * kv_stride);  // (n_slots, kv_stride)
@@ -322,10 +322,20 @@ int main(int argc, char** argv) {
       for (int M : {1, 5, 9, 17}) {
         const std::string name = std::string(kv_type == DType::F16 ? "attention_f16" : "attention") +
                                  "/prefix:" + std::to_string(n_prefix) + "/M:" + std::to_string(M);
-        benchmark::RegisterBenchmark(name.c_str(), bm_attention, n_prefix, M, kv_type)
+        benchmark::RegisterBenchmark(name.c_str(), bm_attention, AttentionShape{32, 8, 64}, n_prefix, M, kv_type)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
       }
+    }
+  }
+  // The 150M shape at the bench's short context (16 cached keys): a verify's attention there is
+  // all fixed costs, one call per layer.
+  for (int n_prefix : {16, 512}) {
+    for (int M : {1, 5, 9}) {
+      const std::string name = "attention/150m/prefix:" + std::to_string(n_prefix) + "/M:" + std::to_string(M);
+      benchmark::RegisterBenchmark(name.c_str(), bm_attention, AttentionShape{9, 3, 64}, n_prefix, M, DType::F32)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
     }
   }
   CurveReporter reporter;

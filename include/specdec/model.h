@@ -178,10 +178,12 @@ struct ModelOptions {
 // Where a forward's wall time goes (`specdec bench --profile`): nanoseconds per phase, summed
 // over layers and forwards since the struct was zeroed. Phases run one after another on the
 // calling thread (each parallel phase is timed until its last task is done), so with
-// other_ns() (embedding, batch planning, the output norm) they add up to total_ns.
+// other_ns() (embedding, batch planning) they add up to total_ns. The norms and swiglu run
+// inside the projection calls that read them (matmul's prologue), so their time is in those
+// phases: "norm+qkv", "norm+gate_up", "swiglu+down", and the final norm's in "output".
 struct ForwardProfile {
-  enum Phase { kAttnNorm, kQkv, kRopeKv, kAttention, kWo, kFfnNorm, kGateUp, kSwiglu, kDown, kOutput, kPhases };
-  static const char* name(int phase);  // "attn_norm", "qkv", ...
+  enum Phase { kNormQkv, kRopeKv, kAttention, kWo, kNormGateUp, kSwigluDown, kOutput, kPhases };
+  static const char* name(int phase);  // "norm+qkv", "rope_kv", ...
   int64_t ns[kPhases] = {};
   int64_t total_ns = 0;
   int64_t forwards = 0;

@@ -211,11 +211,11 @@ void put_profiles(std::string& out, const BenchReport& r) {
   if (columns.empty()) return;
   put(out, "\nprofile: wall time per forward by phase, µs (share of the forward); M rows at context %d, "
       "the prefill chunk from position 0\n", r.short_curve.context);
-  put(out, "  %-10s", "phase");
+  put(out, "  %-12s", "phase");
   for (const auto& column : columns) put(out, "  %15s", column.first.c_str());
   put(out, "\n");
   const auto row = [&](const char* name, auto ns_of) {
-    put(out, "  %-10s", name);
+    put(out, "  %-12s", name);
     for (const auto& column : columns) {
       const ForwardProfile& p = *column.second;
       const double n = static_cast<double>(std::max<int64_t>(p.forwards, 1));

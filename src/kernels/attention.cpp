@@ -287,10 +287,13 @@ void attention(const AttentionShape& shape, const AttentionRows& rows, const flo
   // has work. Any split gives the same bits: queries are independent.
   // Work floor: below 2 * kMinAttentionTaskWork multiply-adds (scores + weighted V sum over all
   // query heads and visible keys) the call runs on the calling thread. Cost model: the SIMD
-  // inner loops do ~8 multiply-adds per ns with L2-resident K/V (measured: 1 row, 32 heads of
-  // 64, 64 keys), fewer from memory, so a task of 2^16 is >= ~8 µs, against ~0.5-3 µs for
-  // handing a call to a spinning worker.
-  constexpr int64_t kMinAttentionTaskWork = int64_t{1} << 16;
+  // inner loops do ~12-20 multiply-adds per ns with cached K/V (`specdec_microbench
+  // --benchmark_filter=attention/150m`: 5 rows over 16 keys, 9 heads, 8.8 µs on one thread) and
+  // far fewer when a layer's K/V come from memory (a forward's attention at short contexts is
+  // mostly cache misses), so a task of 2^15 is >= ~2-3 µs, against ~0.5-3 µs for handing a
+  // call to a spinning worker. At 2^16 a 5-row verify of the 150M shape ran on the caller alone,
+  // ~9-15 µs per layer while 15 threads waited.
+  constexpr int64_t kMinAttentionTaskWork = int64_t{1} << 15;
   const int64_t visible_keys = static_cast<int64_t>(rows.n_rows) * rows.n_prefix + rows.extra_begin[rows.n_rows];
   const int64_t work = visible_keys * shape.n_heads * shape.head_dim * 2;
   const bool parallel = pool != nullptr && pool->task_count(work, kMinAttentionTaskWork) > 1;

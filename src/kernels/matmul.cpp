@@ -36,8 +36,11 @@ constexpr int64_t kMinTailWork = kMinTaskWork / 4;
 // bytes, and 16-row tasks of a 576-wide matrix (10 KB, ~1-2 µs) cost more in claims and
 // prefetcher restarts than they save (measured: 150M model, 16 threads, M = 2-9).
 constexpr int64_t kMinTailBytes = 32 << 10;
-// Activation values per quantization task (~0.3-0.5 ns each on AVX2 / AVX-512).
-constexpr int64_t kMinQuantTaskValues = 8 << 10;
+// Input values per row task of a parallel call (prologue and / or quantization: ~0.3-0.5 ns
+// each for the quantization, as much again for a norm or swiglu). These tasks are part of the
+// call (no hand-off of their own; a claim is ~0.1-0.5 µs), so the floor only keeps a task
+// above ~0.5 µs: a 5-row verify's 576-wide inputs (2,880 values) split over 2 tasks.
+constexpr int64_t kMinRowTaskValues = 1 << 10;
 // A task takes 1 / (kGuidedDivisor * threads) of the work not yet handed out.
 constexpr int64_t kGuidedDivisor = 2;
 // Thread chunks of n_out are multiples of this many weight rows (a multiple of every tile
@@ -182,12 +185,13 @@ void plan_tasks(const MatmulOutput* outputs, int n_outputs, int M, int n_threads
 
 }  // namespace
 
-void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool) {
+void matmul(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool, const MatmulPrologue& prologue) {
   const MatmulOutput output{&w, y};
-  matmul_group(&output, 1, x, M, pool);
+  matmul_group(&output, 1, x, M, pool, prologue);
 }
 
-void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, int M, ThreadPool* pool) {
+void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, int M, ThreadPool* pool,
+                  const MatmulPrologue& prologue) {
   constexpr int kMaxGroup = 8;
   if (n_outputs < 1 || n_outputs > kMaxGroup || outputs == nullptr)
     throw Error("matmul_group: " + std::to_string(n_outputs) + " outputs (1 to 8)");
@@ -203,6 +207,7 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     any_copy = any_copy || needs_row_major_copy(w);
   }
   if (any_copy) {  // tests only: each matrix on its own
+    if (prologue) prologue(0, M);
     for (int i = 0; i < n_outputs; ++i) {
       const WeightMatrix& w = *outputs[i].w;
       if (needs_row_major_copy(w)) {
@@ -246,39 +251,47 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     range_fn(job);
   };
   if (pool == nullptr || pool->task_count(total_work, kMinTaskWork) < 2) {  // not worth a hand-off
+    if (prologue) prologue(0, M);
     if (any_quantized) quantize_fn(x, M, n_in, acts);
     for (int i = 0; i < n_outputs; ++i) run(i, 0, outputs[i].w->n_out);
     return;
   }
-  // Activation rows are quantized by the call's first n_quant tasks (rows split evenly; each
-  // row's bytes depend on that row only), unless there are too few values to split: then by
-  // the caller before the hand-off. Every matmul task waits for all of them (spinning): tasks
-  // are claimed in order, so a thread that holds a matmul task only waits for quantization
-  // tasks that other threads are already running. At M = 25, n_in = 8,192 the quantization
-  // alone is ~100 µs, which on the caller alone left the other threads idle (prefill, large M).
-  const int64_t quant_values = any_quantized ? static_cast<int64_t>(M) * n_in : 0;
-  const int n_quant = quant_values >= 2 * kMinQuantTaskValues
-                          ? static_cast<int>(std::min<int64_t>({quant_values / kMinQuantTaskValues, M, pool->size()}))
-                          : 0;
-  if (any_quantized && n_quant == 0) quantize_fn(x, M, n_in, acts);
+  // The input rows are computed (prologue) and quantized by the call's first n_rows_tasks
+  // tasks (rows split evenly; each row's values and bytes depend on that row only). Every
+  // matmul task waits for all of them (spinning): tasks are claimed in order, so a thread that
+  // holds a matmul task only waits for row tasks that other threads are already running. At
+  // M = 25, n_in = 8,192 the quantization alone is ~100 µs, which on the caller alone left the
+  // other threads idle (prefill, large M); at M = 5 on 16 threads the norms, swiglu and
+  // quantization of a small model's layer were ~20 µs on the caller before each hand-off.
+  // With fewer than 2 such tasks (a decode row) the caller does that work before the hand-off.
+  const int64_t row_values = static_cast<int64_t>(M) * n_in;
+  const bool row_steps = any_quantized || static_cast<bool>(prologue);
+  int n_rows_tasks =
+      row_steps ? static_cast<int>(std::clamp<int64_t>(row_values / kMinRowTaskValues, 0, std::min(M, pool->size()))) : 0;
+  if (n_rows_tasks < 2) {
+    n_rows_tasks = 0;
+    if (prologue) prologue(0, M);
+    if (any_quantized) quantize_fn(x, M, n_in, acts);
+  }
   thread_local std::vector<TaskRange> caller_tasks;  // reused; the workers get a pointer to it
   plan_tasks(outputs, n_outputs, M, pool->size(), caller_tasks);
   const TaskRange* tasks = caller_tasks.data();  // a thread_local name would be the worker's own
-  std::atomic<int> n_quantized{0};
-  pool->parallel_for(n_quant + static_cast<int>(caller_tasks.size()), [&](int task, int /*thread*/) {
-    if (task < n_quant) {
-      const int r0 = M * task / n_quant, r1 = M * (task + 1) / n_quant;
-      quantize_fn(x + static_cast<int64_t>(r0) * n_in, r1 - r0, n_in, acts_from_row(acts, r0));
-      n_quantized.fetch_add(1, std::memory_order_release);
+  std::atomic<int> n_rows_done{0};
+  pool->parallel_for(n_rows_tasks + static_cast<int>(caller_tasks.size()), [&](int task, int /*thread*/) {
+    if (task < n_rows_tasks) {
+      const int r0 = M * task / n_rows_tasks, r1 = M * (task + 1) / n_rows_tasks;
+      if (prologue) prologue(r0, r1);
+      if (any_quantized) quantize_fn(x + static_cast<int64_t>(r0) * n_in, r1 - r0, n_in, acts_from_row(acts, r0));
+      n_rows_done.fetch_add(1, std::memory_order_release);
       return;
     }
-    // Spin (the quantization tasks take ~1-20 µs); yield now and then, so that on an
-    // oversubscribed machine a descheduled quantizing thread gets the core back.
-    for (int spins = 1; n_quantized.load(std::memory_order_acquire) < n_quant; ++spins) {
+    // Spin (the row tasks take ~0.5-20 µs); yield now and then, so that on an oversubscribed
+    // machine a descheduled thread running one gets the core back.
+    for (int spins = 1; n_rows_done.load(std::memory_order_acquire) < n_rows_tasks; ++spins) {
       _mm_pause();
       if (spins % 4096 == 0) std::this_thread::yield();
     }
-    const TaskRange& t = tasks[task - n_quant];
+    const TaskRange& t = tasks[task - n_rows_tasks];
     run(t.matrix, t.o_begin, t.o_end);
   });
 }

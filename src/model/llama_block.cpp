@@ -57,26 +57,24 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
   float* up = sized(s.up, n * n_ff);
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
 
-  // Estimated single-core cost per row in ns (measured, AMD EPYC Zen 4, rows in cache: rmsnorm
-  // 0.2-0.25 ns and rope_apply 0.12-0.18 ns per element with AVX2 / AVX-512, 1.3-1.6 and
-  // 0.7-0.85 ns scalar; a bias add ~0.25 ns; swiglu ~0.5 ns per element with AVX2 / AVX-512,
-  // counted per chunk of 64 elements). So a 9-row verify's norms and rotations run on the
-  // calling thread: handing them to the pool cost more than they do.
+  // Estimated single-core cost per row in ns (measured, AMD EPYC Zen 4, rows in cache:
+  // rope_apply 0.12-0.18 ns per element with AVX2 / AVX-512, 0.7-0.85 ns scalar; a bias add
+  // ~0.25 ns). So a 9-row verify's rotations run on the calling thread: handing them to the
+  // pool cost more than they do. The norms and swiglu are the prologues of the projections
+  // that read their output (matmul's prologue): they run on the call's row tasks.
   const bool simd = active_isa() >= Isa::Avx2;
-  const int64_t rmsnorm_ns = simd ? n_embd / 4 : n_embd + n_embd / 2;
   const int64_t rope_ns = (q_dim + kv_dim) * (simd ? 1 : 3) / 6 + (c.qkv_bias ? (q_dim + 2 * kv_dim) / 4 : 0);
-  constexpr int kSwigluChunk = 64;
-  constexpr int64_t kSwigluChunkNs = 32;
-  for_rows(pool, n_rows, rmsnorm_ns, [&](int begin, int end) {
-    for (int i = begin; i < end; ++i) {
-      rmsnorm(x + static_cast<size_t>(i) * n_embd, lw.attn_norm.data(), n_embd, c.rms_eps,
-              xn + static_cast<size_t>(i) * n_embd);
-    }
-  });
-  lap(ForwardProfile::kAttnNorm);
+  const auto norm_rows = [&](const std::vector<float>& weight) {  // xn rows [r0, r1) = rmsnorm of x's
+    return [x, xn, &weight, &c, n_embd](int r0, int r1) {
+      for (int i = r0; i < r1; ++i) {
+        rmsnorm(x + static_cast<size_t>(i) * n_embd, weight.data(), n_embd, c.rms_eps,
+                xn + static_cast<size_t>(i) * n_embd);
+      }
+    };
+  };
   const MatmulOutput qkv[] = {{&lw.wq, q}, {&lw.wk, k}, {&lw.wv, v}};
-  matmul_group(qkv, 3, xn, n_rows, pool);
-  lap(ForwardProfile::kQkv);
+  matmul_group(qkv, 3, xn, n_rows, pool, norm_rows(lw.attn_norm));
+  lap(ForwardProfile::kNormQkv);
   for_rows(pool, n_rows, rope_ns, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
       float* qi = q + static_cast<size_t>(i) * q_dim;
@@ -128,27 +126,17 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
   add_inplace(x, proj, n_rows * n_embd);
   lap(ForwardProfile::kWo);
 
-  for_rows(pool, n_rows, rmsnorm_ns, [&](int begin, int end) {
-    for (int i = begin; i < end; ++i) {
-      rmsnorm(x + static_cast<size_t>(i) * n_embd, lw.ffn_norm.data(), n_embd, c.rms_eps,
-              xn + static_cast<size_t>(i) * n_embd);
-    }
-  });
-  lap(ForwardProfile::kFfnNorm);
   const MatmulOutput gate_up[] = {{&lw.w_gate, gate}, {&lw.w_up, up}};
-  matmul_group(gate_up, 2, xn, n_rows, pool);
-  lap(ForwardProfile::kGateUp);
-  // Element-wise, so split over chunks of elements: a 1B-shape row (8,192 values) is ~4 µs
-  // with the SIMD swiglu, so one decode row runs on the calling thread (no parallel call).
-  const int n_elements = n_rows * n_ff;
-  for_rows(pool, (n_elements + kSwigluChunk - 1) / kSwigluChunk, kSwigluChunkNs, [&](int begin, int end) {
-    const int first = begin * kSwigluChunk, last = std::min(n_elements, end * kSwigluChunk);
-    swiglu(gate + first, up + first, last - first, gate + first);
+  matmul_group(gate_up, 2, xn, n_rows, pool, norm_rows(lw.ffn_norm));
+  lap(ForwardProfile::kNormGateUp);
+  // swiglu in place (gate rows [r0, r1) become the down projection's input rows); element-wise,
+  // and an element's bits do not depend on the span it is computed in.
+  matmul(lw.w_down, gate, n_rows, proj, pool, [gate, up, n_ff](int r0, int r1) {
+    const size_t first = static_cast<size_t>(r0) * n_ff;
+    swiglu(gate + first, up + first, (r1 - r0) * n_ff, gate + first);
   });
-  lap(ForwardProfile::kSwiglu);
-  matmul(lw.w_down, gate, n_rows, proj, pool);
   add_inplace(x, proj, n_rows * n_embd);
-  lap(ForwardProfile::kDown);
+  lap(ForwardProfile::kSwigluDown);
 }
 
 }  // namespace specdec

@@ -122,13 +122,14 @@ void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, 
               features->final.data() + static_cast<size_t>(r) * n_embd);
     }
     if (n_out > 0) {
-      float* final_x = sized(s.final_x, static_cast<size_t>(n_out) * n_embd);
-      for (int r = 0; r < n_out; ++r) {
-        rmsnorm(x + static_cast<size_t>(plan.logit_rows[r]) * n_embd, weights_->output_norm.data(), n_embd,
-                c.rms_eps, final_x + static_cast<size_t>(r) * n_embd);
-      }
+      float* final_x = sized(s.final_x, static_cast<size_t>(n_out) * n_embd);  // (n_out, n_embd)
       const auto head_started = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-      matmul(weights_->output, final_x, n_out, out.data.data(), pool);
+      matmul(weights_->output, final_x, n_out, out.data.data(), pool, [&](int r0, int r1) {  // the final norm
+        for (int r = r0; r < r1; ++r) {
+          rmsnorm(x + static_cast<size_t>(plan.logit_rows[r]) * n_embd, weights_->output_norm.data(), n_embd,
+                  c.rms_eps, final_x + static_cast<size_t>(r) * n_embd);
+        }
+      });
       if (profile_) profile_->ns[ForwardProfile::kOutput] += (std::chrono::steady_clock::now() - head_started).count();
     }
     if (profile_) {
@@ -142,8 +143,8 @@ void Transformer::forward(const Batch& batch, std::span<KvCache* const> caches, 
 }
 
 const char* ForwardProfile::name(int phase) {
-  static const char* const kNames[kPhases] = {"attn_norm", "qkv",      "rope_kv", "attention", "wo",
-                                               "ffn_norm",  "gate_up", "swiglu",  "down",      "output"};
+  static const char* const kNames[kPhases] = {"norm+qkv",     "rope_kv",     "attention", "wo",
+                                               "norm+gate_up", "swiglu+down", "output"};
   return phase >= 0 && phase < kPhases ? kNames[phase] : "?";
 }
 

@@ -186,7 +186,7 @@ TEST(BenchMeasure, ProfileSplitsAForwardIntoItsPhases) {
   EXPECT_GE(p.forwards, 3);
   EXPECT_GE(p.other_ns(), 0);  // the phases lie inside the forwards' time
   EXPECT_GT(p.total_ns, 0);
-  EXPECT_GT(p.ns[ForwardProfile::kGateUp], 0);
+  EXPECT_GT(p.ns[ForwardProfile::kNormGateUp], 0);
   EXPECT_STREQ(ForwardProfile::name(ForwardProfile::kAttention), "attention");
   EXPECT_THROW(profile_forward(*model, cache, 61, 1, 0.0), Error);  // past capacity
 }
@@ -252,7 +252,7 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   ASSERT_EQ(r.profiles.size(), 2u);  // M = 1 and 5 (9 > m_max)
   EXPECT_EQ(r.profiles[1].first, 5);
   EXPECT_GE(r.prefill_profile.forwards, o.reps);
-  EXPECT_GT(r.prefill_profile.ns[ForwardProfile::kGateUp], 0);
+  EXPECT_GT(r.prefill_profile.ns[ForwardProfile::kNormGateUp], 0);
   EXPECT_GE(r.prefill_profile.other_ns(), 0);
   EXPECT_GT(r.fill_tps, 0.0);
   EXPECT_EQ(r.memory.mapped_file_bytes, file_bytes(model));

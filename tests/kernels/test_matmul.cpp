@@ -12,9 +12,11 @@
 //  Plus a relative RMS error over all outputs, stated per type in kRmsBound.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -252,6 +254,66 @@ TEST(Matmul, GroupGivesEachMatmulsBits) {
   EXPECT_THROW(matmul_group(mismatched, 0, x.data(), 1, nullptr), Error);
   const std::vector<MatmulOutput> nine(9, MatmulOutput{&problems[0].w, y1.data()});
   EXPECT_THROW(matmul_group(nine.data(), 9, x.data(), 1, nullptr), Error);
+}
+
+// A prologue computes the input inside the call (a layer's norm or swiglu): every row exactly
+// once, before any product reads it, and the outputs are the bits of computing x first and
+// calling without one. Quantized and float matrices (the float-only group has no quantization
+// to fold it into), every ISA, pools of 1-3 threads, M from 1 to 17 (so the rows are split over
+// 1 to 3 row tasks, and over several product tasks).
+TEST(Matmul, PrologueFillsEachRowOnceBeforeTheProducts) {
+  Rng rng(testing::test_seed("matmul prologue"));
+  IsaGuard guard;
+  const int64_t n_in = 2048;
+  std::vector<Problem> problems;
+  for (auto [type, n_out] : {std::pair{DType::Q4_K, 80}, {DType::F16, 48}, {DType::Q8_0, 64}})
+    problems.push_back(make_problem(type, n_out, n_in, rng));
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    for (int n_threads : {1, 2, 3}) {
+      ThreadPool pool(n_threads);
+      for (int M : {1, 2, 5, 9, 17}) {
+        const std::vector<float> source = random_activations(M, n_in, rng);  // (M, n_in)
+        std::vector<float> x_first(source.size());                           // (M, n_in) x computed before the call
+        for (size_t i = 0; i < source.size(); ++i) x_first[i] = source[i] * 0.75f - 0.125f;
+        for (const std::vector<size_t>& group : {std::vector<size_t>{0, 1, 2}, std::vector<size_t>{1}}) {
+          std::vector<std::vector<float>> expected, got;
+          std::vector<MatmulOutput> plain, with_prologue;
+          for (size_t i : group) {
+            const size_t n_y = static_cast<size_t>(M * problems[i].n_out);
+            expected.emplace_back(n_y, -1.0f);  // (M, n_out)
+            got.emplace_back(n_y, -2.0f);
+          }
+          for (size_t g = 0; g < group.size(); ++g) {
+            plain.push_back({&problems[group[g]].w, expected[g].data()});
+            with_prologue.push_back({&problems[group[g]].w, got[g].data()});
+          }
+          matmul_group(plain.data(), static_cast<int>(plain.size()), x_first.data(), M, &pool);
+          std::vector<float> x(source.size(), std::numeric_limits<float>::quiet_NaN());  // filled by the prologue
+          std::vector<std::atomic<int>> runs(static_cast<size_t>(M));                   // (M) times each row was computed
+          const auto prologue = [&](int r0, int r1) {
+            ASSERT_LE(0, r0);
+            ASSERT_LT(r0, r1);
+            ASSERT_LE(r1, M);
+            for (int r = r0; r < r1; ++r) {
+              runs[static_cast<size_t>(r)].fetch_add(1);
+              for (int64_t i = 0; i < n_in; ++i) {
+                const size_t at = static_cast<size_t>(r * n_in + i);
+                x[at] = source[at] * 0.75f - 0.125f;
+              }
+            }
+          };
+          matmul_group(with_prologue.data(), static_cast<int>(with_prologue.size()), x.data(), M, &pool, prologue);
+          for (int r = 0; r < M; ++r) ASSERT_EQ(1, runs[static_cast<size_t>(r)].load()) << "row " << r;
+          for (size_t g = 0; g < group.size(); ++g) {
+            ASSERT_EQ(0, std::memcmp(expected[g].data(), got[g].data(), expected[g].size() * sizeof(float)))
+                << isa_name(isa) << " " << dtype_name(problems[group[g]].type) << " M=" << M
+                << " threads=" << n_threads << " group of " << group.size();
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(Matmul, RejectsBadArguments) {
