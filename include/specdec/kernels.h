@@ -83,9 +83,9 @@ void copy_weight_row(const WeightMatrix& w, int64_t o, void* dst);
 // rows alone: a layer's rmsnorm before its projections, swiglu before the down projection.
 // With a pool, the call's first tasks run it over row ranges, each followed by the
 // quantization of the same rows, while the product tasks wait for them; so a verify's
-// row-wise steps cost no serial time on the caller before the hand-off (on 16 threads they had
-// been ~20 µs of a 150M layer's ~90). Each row's values depend on that row only, so the split
-// changes no bit. Without a pool (or below the work floor) it runs once, prologue(0, M).
+// row-wise steps cost no serial time on the caller before the hand-off (BENCHMARKS 23b). Each
+// row's values depend on that row only, so the split changes no bit. With one row task or
+// none (a decode row, no pool, below the work floor) the caller runs prologue(0, M) first.
 // A non-owning reference to the callable (no allocation per call): pass a lambda, which lives
 // until the call returns.
 class MatmulPrologue {

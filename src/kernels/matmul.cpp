@@ -250,9 +250,12 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     if (!is_float_weight(job.w->type)) job.scratch = thread_scratch(job.w->n_in);
     range_fn(job);
   };
-  if (pool == nullptr || pool->task_count(total_work, kMinTaskWork) < 2) {  // not worth a hand-off
+  const auto inputs_on_caller = [&] {  // all rows' prologue and quantization, before any product
     if (prologue) prologue(0, M);
     if (any_quantized) quantize_fn(x, M, n_in, acts);
+  };
+  if (pool == nullptr || pool->task_count(total_work, kMinTaskWork) < 2) {  // not worth a hand-off
+    inputs_on_caller();
     for (int i = 0; i < n_outputs; ++i) run(i, 0, outputs[i].w->n_out);
     return;
   }
@@ -262,7 +265,7 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
   // holds a matmul task only waits for row tasks that other threads are already running. At
   // M = 25, n_in = 8,192 the quantization alone is ~100 µs, which on the caller alone left the
   // other threads idle (prefill, large M); at M = 5 on 16 threads the norms, swiglu and
-  // quantization of a small model's layer were ~20 µs on the caller before each hand-off.
+  // quantization of a 150M layer were an estimated ~10 µs on the caller (BENCHMARKS 23b).
   // With fewer than 2 such tasks (a decode row) the caller does that work before the hand-off.
   const int64_t row_values = static_cast<int64_t>(M) * n_in;
   const bool row_steps = any_quantized || static_cast<bool>(prologue);
@@ -270,8 +273,7 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
       row_steps ? static_cast<int>(std::clamp<int64_t>(row_values / kMinRowTaskValues, 0, std::min(M, pool->size()))) : 0;
   if (n_rows_tasks < 2) {
     n_rows_tasks = 0;
-    if (prologue) prologue(0, M);
-    if (any_quantized) quantize_fn(x, M, n_in, acts);
+    inputs_on_caller();
   }
   thread_local std::vector<TaskRange> caller_tasks;  // reused; the workers get a pointer to it
   plan_tasks(outputs, n_outputs, M, pool->size(), caller_tasks);
