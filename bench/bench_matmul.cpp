@@ -188,11 +188,13 @@ void bm_layer_calls(benchmark::State& state, DType type, int M) {
 
 // Attention of M chained rows (a verify chain: row r also sees rows 0..r-1 as extras) over a
 // cached prefix of n_prefix keys, F32 or F16 K/V; shape 1B (32 heads, 8 kv heads, head_dim 64)
-// or 150M (9 heads, 3 kv heads, head_dim 64).
+// or 150M (9 heads, 3 kv heads, head_dim 64). K/V in KvCache's layout: each kv head's slots
+// contiguous (until 2026-11-27 slot-major: a head's keys kv_dim apart, another access pattern).
 void bm_attention(benchmark::State& state, AttentionShape shape, int n_prefix, int M, DType kv_type) {
   const size_t kv_stride = static_cast<size_t>(shape.n_kv_heads) * shape.head_dim;
   const size_t n_slots = static_cast<size_t>(n_prefix + M);
-  std::vector<float> k(n_slots * kv_stride), v(n_slots * kv_stride);  // (n_slots, kv_stride)
+  const size_t slot_stride = static_cast<size_t>(shape.head_dim), head_stride = n_slots * shape.head_dim;
+  std::vector<float> k(n_slots * kv_stride), v(n_slots * kv_stride);  // (n_kv_heads, n_slots, head_dim)
   std::vector<float> q(static_cast<size_t>(M) * shape.n_heads * shape.head_dim), out(q.size());  // (M, n_heads * head_dim)
   Rng rng(11);
   for (auto* buf : {&k, &v, &q})
@@ -204,13 +206,14 @@ void bm_attention(benchmark::State& state, AttentionShape shape, int n_prefix, i
   }
   extra_begin[static_cast<size_t>(M)] = static_cast<int>(extra_slots.size());
   const AttentionRows rows{M, n_prefix, extra_begin.data(), extra_slots.data()};
-  std::vector<uint16_t> k16(k.size()), v16(v.size());  // (n_slots, kv_stride), F16 K/V
+  std::vector<uint16_t> k16(k.size()), v16(v.size());  // (n_kv_heads, n_slots, head_dim), F16 K/V
   quantize_row(DType::F16, k.data(), k16.data(), static_cast<int64_t>(k.size()));
   quantize_row(DType::F16, v.data(), v16.data(), static_cast<int64_t>(v.size()));
   const bool f16 = kv_type == DType::F16;
   for (auto _ : state) {
     attention(shape, rows, q.data(), f16 ? static_cast<const void*>(k16.data()) : k.data(),
-              f16 ? static_cast<const void*>(v16.data()) : v.data(), kv_type, kv_stride, out.data(), &pool());
+              f16 ? static_cast<const void*>(v16.data()) : v.data(), kv_type, slot_stride, head_stride, out.data(),
+              &pool());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }

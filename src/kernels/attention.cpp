@@ -180,9 +180,13 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
   // Scores: the shared keys for all queries, in blocks of kKeyBlock keys, then each row's own
   // remaining extras. Cached rows are kv_stride elements apart: head_dim in the KvCache's
   // head-major layout (a head's keys stream in order), kv_dim in a slot-major one, a stride the
-  // hardware prefetchers do not follow across pages. Either way the head's slice
+  // hardware prefetchers do not follow across pages. In a strided layout the head's slice
   // kPrefetchAhead keys ahead is prefetched (without it a slot-major long-context decode waited
-  // on memory for every key: 2.6 GB/s at 4k keys).
+  // on memory for every key: 2.6 GB/s at 4k keys). Contiguous rows stream in order, which the
+  // hardware prefetchers follow; explicit prefetches there only queued behind them (the
+  // prefetch instructions held ~14% of a 9-row 4k-key call's samples, and a 4k-context decode
+  // of the 150M model took 12-13 ms per token without them against 14-17 ms with them,
+  // BENCHMARKS 23e).
   // Key / value pointers of the current block, of the cache's element type (F16 rows are
   // converted inside the inner loops, as they are loaded).
   const bool f16 = k.type == DType::F16;
@@ -211,9 +215,10 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
     }
   };
   const size_t row_slice_bytes = static_cast<size_t>(head_dim) * k.element_bytes;
+  const bool contiguous = kv_stride == static_cast<size_t>(head_dim);  // KvCache's head-major layout
   auto shared_block = [&](const KvRows& base, int j0, int n) {
     for (int b = 0; b < n; ++b) set_row(base, shared_slot(j0 + b), b);
-    for (int b = 0; b < n && j0 + b + kPrefetchAhead < n_shared; ++b)
+    for (int b = 0; !contiguous && b < n && j0 + b + kPrefetchAhead < n_shared; ++b)
       prefetch_bytes(base.data + (shared_slot(j0 + b + kPrefetchAhead) * kv_stride + kv_offset) * base.element_bytes,
                      row_slice_bytes);
   };
