@@ -192,13 +192,15 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
   const bool f16 = k.type == DType::F16;
   const float* block32[kKeyBlock];
   const uint16_t* block16[kKeyBlock];
-  auto set_row = [&](const KvRows& rows_of, size_t slot, int b) {
-    const uint8_t* p = rows_of.data + (slot * kv_stride + kv_offset) * rows_of.element_bytes;
+  auto put_row = [&](const uint8_t* p, int b) {  // block entry b <- the row at p
     if (f16) {
       block16[b] = reinterpret_cast<const uint16_t*>(p);
     } else {
       block32[b] = reinterpret_cast<const float*>(p);
     }
+  };
+  auto set_row = [&](const KvRows& rows_of, size_t slot, int b) {
+    put_row(rows_of.data + (slot * kv_stride + kv_offset) * rows_of.element_bytes, b);
   };
   auto block_scores = [&](const float* queries_of, int n_queries, int n_keys, float* scores_of) {
     if (f16) {
@@ -222,13 +224,7 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
     const int n_in_prefix = std::clamp(n_prefix - j0, 0, n);
     const size_t row_step = kv_stride * base.element_bytes;
     const uint8_t* p = base.data + (static_cast<size_t>(j0) * kv_stride + kv_offset) * base.element_bytes;
-    for (int b = 0; b < n_in_prefix; ++b, p += row_step) {
-      if (f16) {
-        block16[b] = reinterpret_cast<const uint16_t*>(p);
-      } else {
-        block32[b] = reinterpret_cast<const float*>(p);
-      }
-    }
+    for (int b = 0; b < n_in_prefix; ++b, p += row_step) put_row(p, b);
     for (int b = n_in_prefix; b < n; ++b) set_row(base, shared_slot(j0 + b), b);
     for (int b = 0; !contiguous && b < n && j0 + b + kPrefetchAhead < n_shared; ++b)
       prefetch_bytes(base.data + (shared_slot(j0 + b + kPrefetchAhead) * kv_stride + kv_offset) * base.element_bytes,
