@@ -57,10 +57,7 @@ void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float*
     for (int r = 0; r < R; ++r) acc[k][r] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n_in; i += 8) {
-    if (ahead.next != nullptr) {
-      const char* p = reinterpret_cast<const char*>(ahead.next + (i / 8) * ahead.step_bytes);
-      for (int64_t b = 0; b < ahead.step_bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T2);
-    }
+    prefetch_step(ahead, i / 8);
     __m256 wv[W];
 #pragma GCC unroll 8
     for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k] + i * wb);

@@ -240,6 +240,8 @@ void matmul_range_repacked_avx2(const RangeJob& job);
 void matmul_range_amx(const RangeJob& job);
 // The AVX-512 path runs calls of at least this many activation rows on AMX when amx_active():
 // below, the VNNI tiles were faster for every type measured (BENCHMARKS section 20).
+constexpr int kAmxMinRows = 32;
+
 // The float tiles' prefetch of the next group of weight rows (matmul_avx2.cpp,
 // matmul_avx512.cpp): W interleaved row streams are followed poorly by the hardware
 // prefetchers, so while a group is multiplied the next one (contiguous after it) is asked for,
@@ -259,9 +261,15 @@ constexpr NextRows next_rows(const uint8_t* group, int64_t w_rows, int64_t row_b
   const int64_t lines = (w_rows * row_bytes + 63) / 64;
   return NextRows{group + w_rows * row_bytes, 64 * ((lines + steps - 1) / steps)};
 }
-}  // namespace
 
-constexpr int kAmxMinRows = 32;
+// Asks for the part of the next group that belongs to vector iteration `step` (into the outer
+// caches, as _MM_HINT_T2; a hint: no fault past the matrix, no effect on results).
+inline void prefetch_step(const NextRows& ahead, int64_t step) {
+  if (ahead.next == nullptr) return;
+  const uint8_t* p = ahead.next + step * ahead.step_bytes;
+  for (int64_t b = 0; b < ahead.step_bytes; b += 64) __builtin_prefetch(p + b, 0, 1);
+}
+}  // namespace
 
 // Per-ISA implementations; each computes y[r][o] for all r < M and o in [o_begin, o_end).
 void matmul_range_scalar(const RangeJob& job);
