@@ -260,7 +260,7 @@ TEST(Attention, Avx512InnerLoopsGiveTheAvx2Bits) {
   if (detected_isa() != Isa::Avx512) GTEST_SKIP() << "this CPU has no AVX-512";
   Rng rng(testing::test_seed("attention avx512 loops"));
   for (int head_dim : {64, 40, 128}) {
-    for (int n_q : {1, 2, 3, 4, 5, 7, 13}) {
+    for (int n_q : {1, 2, 3, 4, 5, 6, 7, 8, 13, 36}) {
       for (int n_keys : {1, 2, 3, 17, 64}) {
         std::vector<float> q(static_cast<size_t>(n_q) * head_dim), kv(static_cast<size_t>(n_keys) * head_dim);
         std::vector<uint16_t> kv16(kv.size());
