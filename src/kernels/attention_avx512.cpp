@@ -50,7 +50,8 @@ inline void score_queries(const float* q, int i0, int n, const __m256 (&k)[kScor
   static_assert(kScoreQueries == 4 && kScoreKeys == 2, "the paired stores below take 4 x 2 sums");
   if (NK == kScoreKeys && n == kScoreQueries) {
     // Lanes 2i, 2i + 1 are query i0 + i's scores of the two keys, adjacent in its score row:
-    // four 8-byte stores (a round trip through a stack array cost 13% of a 9-row call at 4k keys).
+    // four 8-byte stores (copying out through a stack array made a 9-row call at 4k keys 13%
+    // slower: BENCHMARKS 24d). Partial passes keep the copy.
     const __m128 lo = _mm256_castps256_ps128(scaled), hi = _mm256_extractf128_ps(scaled, 1);
     float* row = scores + static_cast<size_t>(i0) * score_stride;
     _mm_storel_pi(reinterpret_cast<__m64*>(row), lo);
