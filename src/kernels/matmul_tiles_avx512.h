@@ -248,16 +248,21 @@ void in_place_tiles(const RangeJob& job, int64_t n_steps, TileFn tile_fn) {
 // the fifth bit of value l of sub-block `sub`), then the 128 bytes of nibbles.
 // fn(sub, v, ws, wm) per sub-block: v[8] the values q (0..15, 0..31) as u8, ws = d * sc_sub,
 // wm = -dmin * m_sub; the block's dot is  wm * sum(a) + ws * sum(q * a)  (matmul_tiles_avx2.cpp's
-// q45_k_tile: the same bits).
+// q45_k_tile: the same bits). Q4_K's odd sub-blocks (high nibbles) come as 16 q, masked in place
+// (one op instead of a shift and a mask), with ws = (d / 16) * sc_sub: float(16 S) * ((d / 16) * sc)
+// rounds the same real number as float(S) * (d * sc) (|16 S| < 2^24 converts exactly; scaling by
+// 16 commutes with rounding), so the bits are unchanged.
 template <bool kFiveBit, typename TileT, typename Fn>
 inline void q45_k_sub_blocks(const TileT& t, int64_t s, Fn&& fn) {
   using Block = std::conditional_t<kFiveBit, quant::BlockQ5_K, quant::BlockQ4_K>;
   constexpr int64_t kQsOffset = kFiveBit ? 48 : 16;  // offsetof(Block, qs)
-  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+  const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+  const __m512i bit4 = _mm512_set1_epi8(0x10);
   const int64_t sb = s * static_cast<int64_t>(sizeof(Block));
   __m512i h[4];  // h[0]: d | dmin << 16; h[1..3]: packed scale bytes 0-3, 4-7, 8-11
   load_transposed16(t, sb, h);
   const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+  const __m512 d16 = _mm512_mul_ps(d, _mm512_set1_ps(0.0625f));  // exact: a power of two
   const __m512 neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16))));
   const __m512i m6 = _mm512_set1_epi8(0x3F), m4 = _mm512_set1_epi8(0x0F), m45 = _mm512_set1_epi8(0x30);
   // bytes j of sc_lo/m_lo: sub-block j < 4; of sc_hi/m_hi: sub-block 4 + j
@@ -279,12 +284,18 @@ inline void q45_k_sub_blocks(const TileT& t, int64_t s, Fn&& fn) {
       const __m512i scb = sub < 4 ? sc_lo : sc_hi, mb = sub < 4 ? m_lo : m_hi;
       const int shift = 8 * (sub % 4);
       const __m512i byte_mask = _mm512_set1_epi32(0xFF);
-      const __m512 ws = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(scb, static_cast<unsigned>(shift)), byte_mask)));
+      // Q4_K's high nibbles stay in place (16 q): d / 16 makes the product the same bits.
+      const __m512 ws = _mm512_mul_ps(!kFiveBit && half == 1 ? d16 : d,
+                                      _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(scb, static_cast<unsigned>(shift)), byte_mask)));
       const __m512 wm = _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(mb, static_cast<unsigned>(shift)), byte_mask)));
       __m512i v[8];
       #pragma GCC unroll 16
       for (int k = 0; k < 8; ++k) {
-        v[k] = half == 0 ? _mm512_and_si512(raw[k], low4) : _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), low4);
+        if constexpr (kFiveBit) {
+          v[k] = half == 0 ? _mm512_and_si512(raw[k], low4) : _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), low4);
+        } else {
+          v[k] = _mm512_and_si512(raw[k], half == 0 ? low4 : high4);
+        }
         if constexpr (kFiveBit) {  // bytes whose qh bit `sub` is set get 16 (bit 4 is clear)
           const __mmask64 set = _mm512_test_epi8_mask(qh[k], _mm512_set1_epi8(static_cast<char>(1 << sub)));
           v[k] = _mm512_mask_add_epi8(v[k], set, v[k], bit4);
