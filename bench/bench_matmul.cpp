@@ -190,7 +190,9 @@ void bm_layer_calls(benchmark::State& state, DType type, int M) {
 // cached prefix of n_prefix keys, F32 or F16 K/V; shape 1B (32 heads, 8 kv heads, head_dim 64)
 // or 150M (9 heads, 3 kv heads, head_dim 64). K/V in KvCache's layout: each kv head's slots
 // contiguous (until 2026-11-27 slot-major: a head's keys kv_dim apart, another access pattern).
-void bm_attention(benchmark::State& state, AttentionShape shape, int n_prefix, int M, DType kv_type) {
+// n_layers > 1: that many K/V copies, a different one each call, as a forward's layers: K/V
+// then stream from memory (a 4k-key 150M layer is 6 MiB; 30 of them exceed the L3 cache).
+void bm_attention(benchmark::State& state, AttentionShape shape, int n_prefix, int M, DType kv_type, int n_layers) {
   const size_t kv_stride = static_cast<size_t>(shape.n_kv_heads) * shape.head_dim;
   const size_t n_slots = static_cast<size_t>(n_prefix + M);
   const size_t slot_stride = static_cast<size_t>(shape.head_dim), head_stride = n_slots * shape.head_dim;
@@ -210,9 +212,15 @@ void bm_attention(benchmark::State& state, AttentionShape shape, int n_prefix, i
   quantize_row(DType::F16, k.data(), k16.data(), static_cast<int64_t>(k.size()));
   quantize_row(DType::F16, v.data(), v16.data(), static_cast<int64_t>(v.size()));
   const bool f16 = kv_type == DType::F16;
+  std::vector<std::vector<float>> k_layers, v_layers;  // (n_layers, ...) copies of k, v: F32 only
+  if (n_layers > 1 && !f16) k_layers.assign(static_cast<size_t>(n_layers), k), v_layers.assign(static_cast<size_t>(n_layers), v);
+  size_t layer = 0;
   for (auto _ : state) {
-    attention(shape, rows, q.data(), f16 ? static_cast<const void*>(k16.data()) : k.data(),
-              f16 ? static_cast<const void*>(v16.data()) : v.data(), kv_type, slot_stride, head_stride, out.data(),
+    const float* k_of = k_layers.empty() ? k.data() : k_layers[layer].data();
+    const float* v_of = v_layers.empty() ? v.data() : v_layers[layer].data();
+    if (!k_layers.empty()) layer = (layer + 1) % k_layers.size();
+    attention(shape, rows, q.data(), f16 ? static_cast<const void*>(k16.data()) : k_of,
+              f16 ? static_cast<const void*>(v16.data()) : v_of, kv_type, slot_stride, head_stride, out.data(),
               &pool());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
@@ -325,20 +333,25 @@ int main(int argc, char** argv) {
       for (int M : {1, 5, 9, 17}) {
         const std::string name = std::string(kv_type == DType::F16 ? "attention_f16" : "attention") +
                                  "/prefix:" + std::to_string(n_prefix) + "/M:" + std::to_string(M);
-        benchmark::RegisterBenchmark(name.c_str(), bm_attention, AttentionShape{32, 8, 64}, n_prefix, M, kv_type)
+        benchmark::RegisterBenchmark(name.c_str(), bm_attention, AttentionShape{32, 8, 64}, n_prefix, M, kv_type, 1)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
       }
     }
   }
   // The 150M shape at the bench's short context (16 cached keys): a verify's attention there is
-  // all fixed costs, one call per layer.
-  for (int n_prefix : {16, 512}) {
-    for (int M : {1, 5, 9}) {
-      const std::string name = "attention/150m/prefix:" + std::to_string(n_prefix) + "/M:" + std::to_string(M);
-      benchmark::RegisterBenchmark(name.c_str(), bm_attention, AttentionShape{9, 3, 64}, n_prefix, M, DType::F32)
-          ->Unit(benchmark::kMicrosecond)
-          ->UseRealTime();
+  // all fixed costs, one call per layer; and at its long one (4,096 keys, attention-bound), with
+  // K/V from the cache and, like a forward (30 layers), from memory.
+  for (int n_prefix : {16, 512, 4096}) {
+    for (int n_layers : {1, 30}) {
+      if (n_layers > 1 && n_prefix < 4096) continue;
+      for (int M : {1, 5, 9}) {
+        const std::string name = std::string("attention/150m/") + (n_layers > 1 ? "memory/" : "") +
+                                 "prefix:" + std::to_string(n_prefix) + "/M:" + std::to_string(M);
+        benchmark::RegisterBenchmark(name.c_str(), bm_attention, AttentionShape{9, 3, 64}, n_prefix, M, DType::F32, n_layers)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
     }
   }
   CurveReporter reporter;

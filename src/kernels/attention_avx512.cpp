@@ -1,12 +1,16 @@
 // kernels/attention_avx512.cpp — attention's inner loops for AVX-512 machines, with the AVX2
-// loops' bits (attention_avx2.cpp): the same 8-lane vectors, FMA chains and reduction tree
-// per (query, key) pair, but with AVX-512VL's 32 vector registers the operands a pair shares
-// with its neighbours are held in registers instead of reloaded from L1.
+// loops' bits (attention_avx2.cpp): the same 8-lane FMA chains and reduction tree per (query,
+// key) pair, two chains to a 16-lane vector, and with 32 vector registers the operands a pair
+// shares with its neighbours held in registers instead of reloaded from L1.
 //   Scores: the AVX2 loop reloads all 8 keys' slices for every query (9 loads per 8 FMAs,
-//   bound by the load ports); here 2 keys (16 vectors of a 64-float head) stay in registers
-//   while 4 queries at a time stream past them (0.5 loads per FMA).
-//   Weighted sums: 3 queries' 64 running outputs (24 vectors) in registers, so each value
-//   vector is loaded once for 3 queries (11 loads per 24 FMAs instead of 9 per 8).
+//   bound by the load ports); here 4 keys (16 vectors: two keys side by side in each) stay in
+//   registers while 4 queries at a time stream past them (one broadcast load per 2 FMAs), and
+//   the 16 sums of a pass are reduced together (horizontal_sums16: ~20 instructions).
+//   Weighted sums: 6 queries' 64 running outputs (24 vectors) in registers, so each value
+//   vector is loaded once for 6 queries (4 loads per 24 FMAs).
+// On full-width AVX-512 cores (Zen 5) the 16-lane vectors halve the instructions: a 9-row
+// call of the 1B shape over 4k cached keys took 0.68x the time of the 8-lane loops, and 0.80x
+// for the 150M shape with K/V streaming from memory (2 threads; BENCHMARKS 25b).
 // Only head_dim = 64 (the common small-model head) takes these paths; other head sizes call
 // the AVX2 loops, so every shape gives the AVX2 bits on AVX-512 machines.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 AVX-512 headers (bug 105593)
@@ -22,100 +26,132 @@ namespace specdec::attention_detail {
 
 namespace {
 
-constexpr int kHead = 64;                 // head_dim of the blocked paths
-constexpr int kVecs = kHead / 8;          // 8-float vectors per head slice
-constexpr int kScoreKeys = 2;             // keys held in registers by the score loop
-constexpr int kScoreQueries = 4;          // queries per pass over them
-constexpr int kSumQueries = 3;            // queries whose outputs the weighted sum holds
+constexpr int kHead = 64;         // head_dim of the blocked paths
+constexpr int kVecs = kHead / 8;  // 8-float slices per head
+constexpr int kScorePairs = 2;    // key pairs held in registers by the score loop (4 keys)
+constexpr int kScoreQueries = 4;  // queries per pass over them
+constexpr int kSumQueries = 6;    // queries whose outputs the weighted sum holds
 
-// Scores of queries [i0, i0 + n) (n <= kScoreQueries) against the keys held in k: per pair one
-// accumulator, lane l summing d = l, l + 8, ... in order from zero (the AVX2 chain).
-template <int NK>
-inline void score_queries(const float* q, int i0, int n, const __m256 (&k)[kScoreKeys][kVecs], float scale,
+// Two rows side by side: lanes 0-7 from a, 8-15 from b. K/V rows are read with 256-bit loads:
+// with 512-bit loads a 1-row call over 4k keys streaming from memory took 1.3-1.4x as long on
+// Zen 5 (specdec_microbench, BENCHMARKS 25b), though the same from L3.
+inline __m512 load_pair(const float* a, const float* b) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
+}
+inline __m512 load_pair(const uint16_t* a, const uint16_t* b) {  // the F16 conversion is exact
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1));
+}
+inline __m512 load16(const float* p) { return load_pair(p, p + 8); }
+inline __m512 load16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+
+// The 16 sums [query i][key j] at lane 4i + j, unscaled, of acc[p][i] (query i against keys
+// 2p, 2p + 1 in its 256-bit halves), each 8-lane half reduced by the AVX2 loop's tree
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) (horizontal_sums8), four 128-bit blocks at a
+// time: the halves of query i's four vectors, added; then the unpack and shuffle stages, which
+// leave key j in block j, lane i; then one permute to query-major order.
+inline __m512 horizontal_sums16(const __m512 (&acc)[kScorePairs][kScoreQueries]) {
+  static_assert(kScorePairs == 2 && kScoreQueries == 4, "4 queries x 4 keys");
+  __m512 s[kScoreQueries];  // s[i] block j: query i, key j: lanes l_k + l_k+4
+  #pragma GCC unroll 4
+  for (int i = 0; i < kScoreQueries; ++i) {
+    s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[0][i], acc[1][i], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(acc[0][i], acc[1][i], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  const __m512 p = _mm512_add_ps(_mm512_unpacklo_ps(s[0], s[1]), _mm512_unpackhi_ps(s[0], s[1]));
+  const __m512 q = _mm512_add_ps(_mm512_unpacklo_ps(s[2], s[3]), _mm512_unpackhi_ps(s[2], s[3]));
+  const __m512 by_key = _mm512_add_ps(_mm512_shuffle_ps(p, q, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512i to_query_major = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(to_query_major, by_key);
+}
+
+// Scores of queries [i0, i0 + n) (n <= kScoreQueries) against the 4 keys held in k (k[p][v]: slice
+// v of keys 2p and 2p + 1 in the two 256-bit halves), written for the first nk of them. Per
+// (query, key) one 8-lane accumulator (half a vector), lane l summing d = l, l + 8, ... in order
+// from zero (the AVX2 chain), then the AVX2 loop's reduction tree (horizontal_sums16).
+inline void score_queries(const float* q, int i0, int n, const __m512 (&k)[kScorePairs][kVecs], int nk, float scale,
                           float* scores, size_t score_stride) {
-  __m256 acc[8];  // acc[i * NK + j]: query i0 + i, key j (unused entries stay zero)
-  #pragma GCC unroll 8
-  for (int a = 0; a < 8; ++a) acc[a] = _mm256_setzero_ps();
+  __m512 acc[kScorePairs][kScoreQueries];  // query i0 + i against keys 2p, 2p + 1 (unused: zero)
+  #pragma GCC unroll 2
+  for (int p = 0; p < kScorePairs; ++p) {
+    #pragma GCC unroll 4
+    for (int i = 0; i < kScoreQueries; ++i) acc[p][i] = _mm512_setzero_ps();
+  }
   #pragma GCC unroll 8
   for (int v = 0; v < kVecs; ++v) {
     #pragma GCC unroll 4
     for (int i = 0; i < kScoreQueries; ++i) {
       if (i >= n) break;
-      const __m256 qv = _mm256_loadu_ps(q + static_cast<size_t>(i0 + i) * kHead + 8 * v);
+      const __m512 qv = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + static_cast<size_t>(i0 + i) * kHead + 8 * v));
       #pragma GCC unroll 2
-      for (int j = 0; j < NK; ++j) acc[i * NK + j] = _mm256_fmadd_ps(qv, k[j][v], acc[i * NK + j]);
+      for (int p = 0; p < kScorePairs; ++p) acc[p][i] = _mm512_fmadd_ps(qv, k[p][v], acc[p][i]);
     }
   }
-  const __m256 scaled = _mm256_mul_ps(horizontal_sums8(acc), _mm256_set1_ps(scale));
-  static_assert(kScoreQueries == 4 && kScoreKeys == 2, "the paired stores below take 4 x 2 sums");
-  if (NK == kScoreKeys && n == kScoreQueries) {
-    // Lanes 2i, 2i + 1 are query i0 + i's scores of the two keys, adjacent in its score row:
-    // four 8-byte stores (copying out through a stack array made a 9-row call at 4k keys 13%
-    // slower: BENCHMARKS 24d). Partial passes keep the copy.
-    const __m128 lo = _mm256_castps256_ps128(scaled), hi = _mm256_extractf128_ps(scaled, 1);
-    float* row = scores + static_cast<size_t>(i0) * score_stride;
-    _mm_storel_pi(reinterpret_cast<__m64*>(row), lo);
-    _mm_storeh_pi(reinterpret_cast<__m64*>(row + score_stride), lo);
-    _mm_storel_pi(reinterpret_cast<__m64*>(row + 2 * score_stride), hi);
-    _mm_storeh_pi(reinterpret_cast<__m64*>(row + 3 * score_stride), hi);
+  const __m512 scaled = _mm512_mul_ps(horizontal_sums16(acc), _mm512_set1_ps(scale));  // lane 4i + j
+  float* row = scores + static_cast<size_t>(i0) * score_stride;
+  if (nk == 2 * kScorePairs) {  // each query's 4 scores are adjacent in its row: one store each
+    _mm_storeu_ps(row, _mm512_castps512_ps128(scaled));
+    if (n > 1) _mm_storeu_ps(row + score_stride, _mm512_extractf32x4_ps(scaled, 1));
+    if (n > 2) _mm_storeu_ps(row + 2 * score_stride, _mm512_extractf32x4_ps(scaled, 2));
+    if (n > 3) _mm_storeu_ps(row + 3 * score_stride, _mm512_extractf32x4_ps(scaled, 3));
     return;
   }
-  alignas(32) float sums[8];
-  _mm256_store_ps(sums, scaled);
+  alignas(64) float sums[16];
+  _mm512_store_ps(sums, scaled);
   for (int i = 0; i < n; ++i)
-    for (int j = 0; j < NK; ++j) scores[static_cast<size_t>(i0 + i) * score_stride + j] = sums[i * NK + j];
+    for (int j = 0; j < nk; ++j) row[static_cast<size_t>(i) * score_stride + j] = sums[4 * i + j];
 }
 
 template <typename E>
 void scores_head64(const float* q, int n_q, const E* const* keys, int n_keys, float scale, float* scores,
                    size_t score_stride) {
-  for (int j0 = 0; j0 < n_keys; j0 += kScoreKeys) {
-    const int nk = n_keys - j0 < kScoreKeys ? n_keys - j0 : kScoreKeys;
-    __m256 k[kScoreKeys][kVecs];
+  constexpr int kKeys = 2 * kScorePairs;
+  for (int j0 = 0; j0 < n_keys; j0 += kKeys) {
+    const int nk = n_keys - j0 < kKeys ? n_keys - j0 : kKeys;
+    __m512 k[kScorePairs][kVecs];  // past nk: key j0 again (its scores are not written)
     #pragma GCC unroll 2
-    for (int j = 0; j < kScoreKeys; ++j) {
-      const E* key = keys[j0 + (j < nk ? j : 0)];
+    for (int p = 0; p < kScorePairs; ++p) {
+      const E* a = keys[j0 + (2 * p < nk ? 2 * p : 0)];
+      const E* b = keys[j0 + (2 * p + 1 < nk ? 2 * p + 1 : 0)];
       #pragma GCC unroll 8
-      for (int v = 0; v < kVecs; ++v) k[j][v] = load8(key + 8 * v);
+      for (int v = 0; v < kVecs; ++v) k[p][v] = load_pair(a + 8 * v, b + 8 * v);
     }
     for (int i0 = 0; i0 < n_q; i0 += kScoreQueries) {
       const int n = n_q - i0 < kScoreQueries ? n_q - i0 : kScoreQueries;
-      if (nk == kScoreKeys) {
-        score_queries<kScoreKeys>(q, i0, n, k, scale, scores + j0, score_stride);
-      } else {
-        score_queries<1>(q, i0, n, k, scale, scores + j0, score_stride);
-      }
+      score_queries(q, i0, n, k, nk, scale, scores + j0, score_stride);
     }
   }
 }
 
 // out_i[0..64) += sum over keys in order of w_ij * values[j][0..64) for queries [i0, i0 + N):
-// each output lane one FMA chain over the keys, from its current value (the AVX2 chain).
+// each output lane one FMA chain over the keys, from its current value (the AVX2 chain; a
+// 16-lane vector holds two of the AVX2 loop's 8-lane chains).
 template <typename E, int N>
 inline void sum_queries(const float* weights, size_t weight_stride, int i0, const E* const* values, int n_keys,
                         float* out) {
-  __m256 o[N][kVecs];
-  #pragma GCC unroll 3
+  constexpr int kVecs16 = kHead / 16;
+  __m512 o[N][kVecs16];
+  #pragma GCC unroll 6
   for (int i = 0; i < N; ++i) {
-    #pragma GCC unroll 8
-    for (int v = 0; v < kVecs; ++v) o[i][v] = _mm256_loadu_ps(out + static_cast<size_t>(i0 + i) * kHead + 8 * v);
+    #pragma GCC unroll 4
+    for (int v = 0; v < kVecs16; ++v) o[i][v] = _mm512_loadu_ps(out + static_cast<size_t>(i0 + i) * kHead + 16 * v);
   }
   for (int j = 0; j < n_keys; ++j) {
-    __m256 w[N];
-    #pragma GCC unroll 3
-    for (int i = 0; i < N; ++i) w[i] = _mm256_set1_ps(weights[static_cast<size_t>(i0 + i) * weight_stride + j]);
     const E* value = values[j];
-    #pragma GCC unroll 8
-    for (int v = 0; v < kVecs; ++v) {
-      const __m256 x = load8(value + 8 * v);
-      #pragma GCC unroll 3
-      for (int i = 0; i < N; ++i) o[i][v] = _mm256_fmadd_ps(w[i], x, o[i][v]);
+    __m512 x[kVecs16];
+    #pragma GCC unroll 4
+    for (int v = 0; v < kVecs16; ++v) x[v] = load16(value + 16 * v);
+    #pragma GCC unroll 6
+    for (int i = 0; i < N; ++i) {
+      const __m512 w = _mm512_set1_ps(weights[static_cast<size_t>(i0 + i) * weight_stride + j]);
+      #pragma GCC unroll 4
+      for (int v = 0; v < kVecs16; ++v) o[i][v] = _mm512_fmadd_ps(w, x[v], o[i][v]);
     }
   }
-  #pragma GCC unroll 3
+  #pragma GCC unroll 6
   for (int i = 0; i < N; ++i) {
-    #pragma GCC unroll 8
-    for (int v = 0; v < kVecs; ++v) _mm256_storeu_ps(out + static_cast<size_t>(i0 + i) * kHead + 8 * v, o[i][v]);
+    #pragma GCC unroll 4
+    for (int v = 0; v < kVecs16; ++v) _mm512_storeu_ps(out + static_cast<size_t>(i0 + i) * kHead + 16 * v, o[i][v]);
   }
 }
 
@@ -124,8 +160,14 @@ void accumulate_head64(const float* weights, size_t weight_stride, int n_q, cons
                        float* out) {
   int i0 = 0;
   for (; i0 + kSumQueries <= n_q; i0 += kSumQueries) sum_queries<E, kSumQueries>(weights, weight_stride, i0, values, n_keys, out);
-  if (n_q - i0 == 2) sum_queries<E, 2>(weights, weight_stride, i0, values, n_keys, out);
-  if (n_q - i0 == 1) sum_queries<E, 1>(weights, weight_stride, i0, values, n_keys, out);
+  switch (n_q - i0) {
+    case 5: return sum_queries<E, 5>(weights, weight_stride, i0, values, n_keys, out);
+    case 4: return sum_queries<E, 4>(weights, weight_stride, i0, values, n_keys, out);
+    case 3: return sum_queries<E, 3>(weights, weight_stride, i0, values, n_keys, out);
+    case 2: return sum_queries<E, 2>(weights, weight_stride, i0, values, n_keys, out);
+    case 1: return sum_queries<E, 1>(weights, weight_stride, i0, values, n_keys, out);
+    default: return;
+  }
 }
 
 }  // namespace

@@ -253,15 +253,15 @@ TEST(Attention, Avx2SoftmaxMatchesFloat64) {
 }
 
 // The AVX-512 inner loops give the AVX2 loops' bits (the same chains and reduction tree, other
-// operands in registers): scores and weighted sums for every query count 1..13 (whole and
-// partial blocks of 4 and 3), key counts 1..64 (odd: a lone key), F32 and F16, head_dim 64
-// (the register-blocked paths) and 40 / 128 (which call the AVX2 loops).
+// operands in registers): scores and weighted sums for query counts 1..8, 13 and 36 (whole and
+// partial blocks of 4 and 6), key counts 1..64 (whole and partial blocks of 4 keys), F32 and
+// F16, head_dim 64 (the register-blocked paths) and 40 / 128 (which call the AVX2 loops).
 TEST(Attention, Avx512InnerLoopsGiveTheAvx2Bits) {
   if (detected_isa() != Isa::Avx512) GTEST_SKIP() << "this CPU has no AVX-512";
   Rng rng(testing::test_seed("attention avx512 loops"));
   for (int head_dim : {64, 40, 128}) {
     for (int n_q : {1, 2, 3, 4, 5, 6, 7, 8, 13, 36}) {
-      for (int n_keys : {1, 2, 3, 17, 64}) {
+      for (int n_keys : {1, 2, 3, 6, 17, 64}) {
         std::vector<float> q(static_cast<size_t>(n_q) * head_dim), kv(static_cast<size_t>(n_keys) * head_dim);
         std::vector<uint16_t> kv16(kv.size());
         for (auto& x : q) x = uniform(rng);
