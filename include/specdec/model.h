@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "specdec/cache_line_vector.h"
 #include "specdec/kernels.h"
 
 namespace specdec {
@@ -93,14 +94,15 @@ class KvCache {
  private:
   size_t offset(int layer, int kv_head, int slot) const;      // in elements
   size_t f32_offset(int layer, int kv_head, int slot) const;  // checks type() == F32
-  const void* at(const std::vector<float>& f32, const std::vector<uint16_t>& f16, int layer, int kv_head,
+  const void* at(const CacheLineVector<float>& f32, const CacheLineVector<uint16_t>& f16, int layer, int kv_head,
                  int slot) const;
   int n_layers_, n_ctx_, kv_dim_, n_kv_heads_, head_dim_;
   DType type_;
   size_t row_bytes_;
   int n_used_ = 0;
-  std::vector<float> k32_, v32_;     // (n_layers, n_kv_heads, n_ctx, head_dim), F32 caches
-  std::vector<uint16_t> k16_, v16_;  // (n_layers, n_kv_heads, n_ctx, head_dim), F16 caches
+  // Each starts on a cache line, so a kv head's rows do when head_bytes() is a multiple of 64.
+  CacheLineVector<float> k32_, v32_;     // (n_layers, n_kv_heads, n_ctx, head_dim), F32 caches
+  CacheLineVector<uint16_t> k16_, v16_;  // (n_layers, n_kv_heads, n_ctx, head_dim), F16 caches
 };
 
 // N rows processed in one call. Rows of one sequence are appended to that sequence's cache in

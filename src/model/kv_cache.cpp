@@ -75,7 +75,7 @@ size_t KvCache::f32_offset(int layer, int kv_head, int slot) const {
   return offset(layer, kv_head, slot);
 }
 
-const void* KvCache::at(const std::vector<float>& f32, const std::vector<uint16_t>& f16, int layer, int kv_head,
+const void* KvCache::at(const CacheLineVector<float>& f32, const CacheLineVector<uint16_t>& f16, int layer, int kv_head,
                         int slot) const {
   if (type_ == DType::F32) return f32.data() + offset(layer, kv_head, slot);
   return f16.data() + offset(layer, kv_head, slot);

@@ -149,5 +149,27 @@ TEST(KvCache, HeadMajorLayoutPerKvHead) {
   }
 }
 
+// Every kv head's rows start on a cache line when a head row is a multiple of 64 bytes (head_dim
+// 64: 256 bytes in F32, 128 in F16), so attention's 32-byte loads never straddle two lines.
+TEST(KvCache, HeadRowsStartOnCacheLines) {
+  ModelConfig c = small_config();
+  c.n_heads = 6;
+  c.n_kv_heads = 3;
+  c.head_dim = 64;
+  for (DType type : {DType::F32, DType::F16}) {
+    for (int capacity : {1, 7, 100}) {
+      const KvCache cache(c, capacity, type);
+      for (int l = 0; l < c.n_layers; ++l) {
+        for (int h = 0; h < c.n_kv_heads; ++h) {
+          for (int s = 0; s < capacity; ++s) {
+            EXPECT_EQ(reinterpret_cast<uintptr_t>(cache.k_head(l, h, s)) % 64, 0u) << l << " " << h << " " << s;
+            EXPECT_EQ(reinterpret_cast<uintptr_t>(cache.v_head(l, h, s)) % 64, 0u) << l << " " << h << " " << s;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace specdec::testing
