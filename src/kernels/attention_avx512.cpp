@@ -20,7 +20,6 @@
 #include <cstdint>
 
 #include "kernels/attention_impl.h"
-#include "kernels/attention_simd8.h"
 
 namespace specdec::attention_detail {
 

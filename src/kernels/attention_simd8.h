@@ -1,7 +1,9 @@
-// kernels/attention_simd8.h — the 8-lane building blocks both SIMD attention files use
-// (attention_avx2.cpp, attention_avx512.cpp), so that their results are the same bits by
-// construction. Anonymous namespace: each translation unit, compiled with its own ISA flags,
-// keeps its own copy (see exp_nonpositive.h).
+// kernels/attention_simd8.h — the AVX2 attention loops' 8-lane building blocks
+// (attention_avx2.cpp). attention_avx512.cpp runs the same chains two to a 16-lane vector and
+// writes the reduction tree below again for 16 sums at a time (horizontal_sums16): a change to
+// the tree here must be made there too (Attention.Avx512InnerLoopsGiveTheAvx2Bits fails until
+// it is). Anonymous namespace: each translation unit, compiled with its own ISA flags, keeps its
+// own copy (see exp_nonpositive.h).
 #pragma once
 
 #include <immintrin.h>
