@@ -7,7 +7,7 @@
 //   registers while 4 queries at a time stream past them (one broadcast load per 2 FMAs), and
 //   the 16 sums of a pass are reduced together (horizontal_sums16: ~20 instructions).
 //   Weighted sums: 6 queries' 64 running outputs (24 vectors) in registers, so each value
-//   vector is loaded once for 6 queries (4 loads per 24 FMAs).
+//   row is loaded once for 6 queries (8 256-bit loads per 24 FMAs).
 // On full-width AVX-512 cores (Zen 5) the 16-lane vectors halve the instructions: a 9-row
 // call of the 1B shape over 4k cached keys took 0.68x the time of the 8-lane loops, and 0.80x
 // for the 150M shape with K/V streaming from memory (2 threads; BENCHMARKS 25b).
