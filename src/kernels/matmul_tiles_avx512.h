@@ -291,14 +291,12 @@ inline void q45_k_sub_blocks(const TileT& t, int64_t s, Fn&& fn) {
       __m512i v[8];
       #pragma GCC unroll 16
       for (int k = 0; k < 8; ++k) {
-        if constexpr (kFiveBit) {
-          v[k] = half == 0 ? _mm512_and_si512(raw[k], low4) : _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), low4);
-        } else {
-          v[k] = _mm512_and_si512(raw[k], half == 0 ? low4 : high4);
-        }
         if constexpr (kFiveBit) {  // bytes whose qh bit `sub` is set get 16 (bit 4 is clear)
+          v[k] = half == 0 ? _mm512_and_si512(raw[k], low4) : _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), low4);
           const __mmask64 set = _mm512_test_epi8_mask(qh[k], _mm512_set1_epi8(static_cast<char>(1 << sub)));
           v[k] = _mm512_mask_add_epi8(v[k], set, v[k], bit4);
+        } else {
+          v[k] = _mm512_and_si512(raw[k], half == 0 ? low4 : high4);
         }
       }
       fn(sub, v, ws, wm);

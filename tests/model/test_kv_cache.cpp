@@ -106,14 +106,20 @@ TEST(KvCache, KeepRowsCompactsChosenRowsInOrder) {
   EXPECT_THROW(cache.keep_rows(8, std::vector<int>{}), Error);
 }
 
+// small_config() with another head shape (query heads, kv heads, head_dim).
+ModelConfig config_with_heads(int n_heads, int n_kv_heads, int head_dim) {
+  ModelConfig c = small_config();
+  c.n_heads = n_heads;
+  c.n_kv_heads = n_kv_heads;
+  c.head_dim = head_dim;
+  return c;
+}
+
 // Head-major layout: write() scatters a slot's kv heads, each head's slots are contiguous
 // (slot_stride() = head_dim, head_stride() = capacity * head_dim elements from layer_k), and
 // keep_rows and same_slot work per head.
 TEST(KvCache, HeadMajorLayoutPerKvHead) {
-  ModelConfig c = small_config();
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.head_dim = 3;
+  const ModelConfig c = config_with_heads(4, 2, 3);
   for (DType type : {DType::F32, DType::F16}) {
     KvCache cache(c, 8, type), other(c, 8, type);
     EXPECT_EQ(cache.slot_stride(), 3u);
@@ -152,10 +158,7 @@ TEST(KvCache, HeadMajorLayoutPerKvHead) {
 // Every kv head's rows start on a cache line when a head row is a multiple of 64 bytes (head_dim
 // 64: 256 bytes in F32, 128 in F16), so attention's 32-byte loads never straddle two lines.
 TEST(KvCache, HeadRowsStartOnCacheLines) {
-  ModelConfig c = small_config();
-  c.n_heads = 6;
-  c.n_kv_heads = 3;
-  c.head_dim = 64;
+  const ModelConfig c = config_with_heads(6, 3, 64);
   for (DType type : {DType::F32, DType::F16}) {
     for (int capacity : {1, 7, 100}) {
       const KvCache cache(c, capacity, type);
