@@ -186,6 +186,41 @@ void bm_layer_calls(benchmark::State& state, DType type, int M) {
   state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
 }
 
+// One shape's matmul called over n_copies distinct repacked copies in turn (M = 1): a call's
+// weights come from memory, as in a forward, and the call length is the shape's. Against
+// layer_calls (four shapes) and the one long 32000x2048 call, this separates the cost of a
+// call boundary from the cost of each shape's kernel.
+void bm_calls_from_memory(benchmark::State& state, DType type, int64_t n_out, int64_t n_in, int n_copies) {
+  std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> buffers;
+  std::vector<WeightMatrix> copies;
+  double bytes = 0.0;
+  for (int c = 0; c < n_copies; ++c) {
+    WeightMatrix w = weights(type, n_out, n_in).w;
+    bytes += static_cast<double>(w.row_bytes) * static_cast<double>(w.n_out);
+    const size_t n_bytes = repacked_bytes(w) > 0 ? repacked_bytes(w) : w.row_bytes * static_cast<size_t>(w.n_out);
+    buffers.emplace_back(static_cast<uint8_t*>(std::aligned_alloc(64, (n_bytes + 63) / 64 * 64)), &std::free);
+    uint8_t* dst = buffers.back().get();
+    if (repacked_bytes(w) > 0) {
+      std::memset(dst, 0, n_bytes);
+      copies.push_back(repack_rows(w, 0, w.n_out, dst));
+    } else {
+      std::memcpy(dst, w.data, n_bytes);
+      w.data = dst;
+      copies.push_back(w);
+    }
+  }
+  std::vector<float> x(static_cast<size_t>(n_in)), y(static_cast<size_t>(n_out));  // (1, n_in), (1, n_out)
+  Rng rng(7);
+  for (auto& e : x) e = static_cast<float>(rng.uniform()) * 2.0f - 1.0f;
+  for (auto _ : state) {
+    for (const WeightMatrix& w : copies) matmul(w, x.data(), 1, y.data(), &pool());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
+}
+
 // Attention of M chained rows (a verify chain: row r also sees rows 0..r-1 as extras) over a
 // cached prefix of n_prefix keys, F32 or F16 K/V; shape 1B (32 heads, 8 kv heads, head_dim 64)
 // or 150M (9 heads, 3 kv heads, head_dim 64). K/V in KvCache's layout: each kv head's slots
@@ -320,6 +355,17 @@ int main(int argc, char** argv) {
               ->UseRealTime();
         }
       }
+    }
+  }
+  for (DType type : {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
+    // ~300-600 MB of copies per shape: well past the L3
+    const int64_t calls_shapes[][3] = {{2048, 2048, 128}, {8192, 2048, 32}, {2048, 8192, 32}, {32000, 2048, 8}};
+    for (const auto& cs : calls_shapes) {
+      const std::string name = std::string("calls_from_memory/") + dtype_name(type) + "/" + std::to_string(cs[0]) + "x" +
+                               std::to_string(cs[1]) + "/copies:" + std::to_string(cs[2]);
+      benchmark::RegisterBenchmark(name.c_str(), bm_calls_from_memory, type, cs[0], cs[1], static_cast<int>(cs[2]))
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
     }
   }
   for (DType type : {DType::Q8_0, DType::Q4_K, DType::F16}) {

@@ -200,6 +200,13 @@ struct RowBlock {
   int32_t neg32_sum16(int r, int64_t g) const { return acts->neg32_sums16[(r0 + r) * acts->group_stride + g]; }
   float sum32(int r, int64_t b) const { return acts->sums32[(r0 + r) * stride32() + b]; }
 };
+// A RowBlock of one row known at compile time (decode): a tile body templated on its row
+// block keeps the one accumulator in a register instead of acc[0] in memory (a store-to-load
+// chain per block). The same operations, so the same bits.
+struct OneRowBlock : RowBlock {
+  static constexpr int R = 1;  // hides RowBlock::R, which is 1 too (for code that takes a RowBlock)
+  explicit OneRowBlock(const QuantizedActs* a) : RowBlock{a, 0, 1} {}
+};
 }  // namespace
 
 // Everything one thread needs to compute outputs [o_begin, o_end) of all M rows.

@@ -240,32 +240,32 @@ bool amx_range(const RangeJob& job) {
   if (w.layout == WeightLayout::Q8_0Tiles8) {
     if (w.type != DType::Q8_0) return false;
     configure_tiles(32);
-    pair_tiles<Q8PairTile>(job, q8_tile_bytes(w.n_in), n32, SPECDEC_TILE(amx_tile<Q8_0Kind>));
+    pair_tiles<Q8PairTile, false>(job, q8_tile_bytes(w.n_in), n32, SPECDEC_TILE(amx_tile<Q8_0Kind>));
     return true;
   }
   if (w.layout == WeightLayout::Chunks16Tiles8) {
     switch (w.type) {
       case DType::Q4_K:
         configure_tiles(32);
-        pair_tiles<ChunkPairTile<kQ4K>>(job, n256 * ChunkPairTile<kQ4K>::kStride, n256, SPECDEC_TILE(amx_tile<Q45_KKind<false>>));
+        pair_tiles<ChunkPairTile<kQ4K>, false>(job, n256 * ChunkPairTile<kQ4K>::kStride, n256, SPECDEC_TILE(amx_tile<Q45_KKind<false>>));
         return true;
       case DType::Q5_K:
         configure_tiles(32);
-        pair_tiles<ChunkPairTile<kQ5K>>(job, n256 * ChunkPairTile<kQ5K>::kStride, n256, SPECDEC_TILE(amx_tile<Q45_KKind<true>>));
+        pair_tiles<ChunkPairTile<kQ5K>, false>(job, n256 * ChunkPairTile<kQ5K>::kStride, n256, SPECDEC_TILE(amx_tile<Q45_KKind<true>>));
         return true;
       case DType::Q6_K:
         configure_tiles(16);
-        pair_tiles<ChunkPairTile<kQ6K>>(job, n256 * ChunkPairTile<kQ6K>::kStride, n256, SPECDEC_TILE(amx_tile<Q6_KKind>));
+        pair_tiles<ChunkPairTile<kQ6K>, false>(job, n256 * ChunkPairTile<kQ6K>::kStride, n256, SPECDEC_TILE(amx_tile<Q6_KKind>));
         return true;
       default: return false;
     }
   }
   if (w.layout != WeightLayout::RowMajor) return false;
   switch (w.type) {
-    case DType::Q8_0: configure_tiles(32); in_place_tiles(job, n32, SPECDEC_TILE(amx_tile<Q8_0Kind>)); return true;
-    case DType::Q4_K: configure_tiles(32); in_place_tiles(job, n256, SPECDEC_TILE(amx_tile<Q45_KKind<false>>)); return true;
-    case DType::Q5_K: configure_tiles(32); in_place_tiles(job, n256, SPECDEC_TILE(amx_tile<Q45_KKind<true>>)); return true;
-    case DType::Q6_K: configure_tiles(16); in_place_tiles(job, n256, SPECDEC_TILE(amx_tile<Q6_KKind>)); return true;
+    case DType::Q8_0: configure_tiles(32); in_place_tiles<false>(job, n32, SPECDEC_TILE(amx_tile<Q8_0Kind>)); return true;
+    case DType::Q4_K: configure_tiles(32); in_place_tiles<false>(job, n256, SPECDEC_TILE(amx_tile<Q45_KKind<false>>)); return true;
+    case DType::Q5_K: configure_tiles(32); in_place_tiles<false>(job, n256, SPECDEC_TILE(amx_tile<Q45_KKind<true>>)); return true;
+    case DType::Q6_K: configure_tiles(16); in_place_tiles<false>(job, n256, SPECDEC_TILE(amx_tile<Q6_KKind>)); return true;
     default: return false;
   }
 }

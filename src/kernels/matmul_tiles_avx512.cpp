@@ -35,9 +35,13 @@
 namespace specdec::matmul_detail {
 
 namespace {
+// Each tile function takes its activation rows as a RowBlock (rb.R rows, accumulators in acc)
+// or, for M = 1, a OneRowBlock (rb.R = 1 at compile time, so acc[0] stays in a register):
+// the same instructions per row either way, so the same bits.
+
 // ---- Q8_0: blocks of 34 bytes (binary16 d, 32 int8 q)
-template <typename TileT>
-void q8_0_tile(const TileT& t, int64_t n_blocks, const RowBlock& rb, __m512* acc) {
+template <typename TileT, typename RB>
+void q8_0_tile(const TileT& t, int64_t n_blocks, const RB& rb, __m512* acc) {
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int64_t off = b * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
@@ -56,8 +60,8 @@ void q8_0_tile(const TileT& t, int64_t n_blocks, const RowBlock& rb, __m512* acc
 }
 
 // ---- Q4_K, Q5_K (kFiveBit): the layouts at q45_k_sub_blocks (matmul_tiles_avx512.h).
-template <bool kFiveBit, typename TileT>
-void q45_k_tile(const TileT& t, int64_t n_super, const RowBlock& rb, __m512* acc) {
+template <bool kFiveBit, typename TileT, typename RB>
+void q45_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   for (int64_t s = 0; s < n_super; ++s) {
     prefetch_next(t, s);
     q45_k_sub_blocks<kFiveBit>(t, s, [&](int sub, const __m512i* v, __m512 ws, __m512 wm) {
@@ -72,8 +76,8 @@ void q45_k_tile(const TileT& t, int64_t n_super, const RowBlock& rb, __m512* acc
 }
 
 // ---- Q6_K: the layout at q6_k_blocks (matmul_tiles_avx512.h).
-template <typename TileT>
-void q6_k_tile(const TileT& t, int64_t n_super, const RowBlock& rb, __m512* acc) {
+template <typename TileT, typename RB>
+void q6_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   for (int64_t s = 0; s < n_super; ++s) {
     prefetch_next(t, s);
     q6_k_blocks(t, s, [&](int block, const __m512i* v, __m512 ws0, __m512 ws1) {

@@ -212,26 +212,60 @@ inline __m512i group_dot(const __m512i* v, const int8_t* a, __m512i init) {
   return _mm512_add_epi32(s0, s1);
 }
 
-void store_outputs(const __m512* acc, const RowBlock& rb, float* y, int64_t n_out, int64_t o0, int n_valid) {
+template <typename RB>
+void store_outputs(const __m512* acc, const RB& rb, float* y, int64_t n_out, int64_t o0, int n_valid) {
   const __mmask16 m = static_cast<__mmask16>((1u << n_valid) - 1u);
   for (int r = 0; r < rb.R; ++r) _mm512_mask_storeu_ps(y + (rb.r0 + r) * n_out + o0, m, acc[r]);
 }
 
+// One tile (16 outputs) for one activation row (M = 1) as a OneRowBlock, whose accumulator
+// stays in a register (no store-to-load chain per block), or for M rows in passes of up to
+// kRowBlock rows, each row's accumulator in acc.
+template <typename TileT, typename TileFn>
+inline void one_row_tile(const RangeJob& job, const TileT& t, int64_t n_steps, TileFn& tile_fn, int64_t o0, int n_valid) {
+  const OneRowBlock rb(&job.acts);
+  __m512 acc[1] = {_mm512_setzero_ps()};
+  tile_fn(t, n_steps, rb, acc);
+  store_outputs(acc, rb, job.y, job.w->n_out, o0, n_valid);
+}
+
+template <typename TileT, typename TileFn>
+inline void row_block_tiles(const RangeJob& job, const TileT& t, int64_t n_steps, TileFn& tile_fn, int64_t o0, int n_valid,
+                            __m512* acc) {
+  for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
+    const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
+    for (int r = 0; r < rb.R; ++r) acc[r] = _mm512_setzero_ps();
+    tile_fn(t, n_steps, rb, acc);
+    store_outputs(acc, rb, job.y, job.w->n_out, o0, n_valid);
+  }
+}
+
 // Weights read in place: 16-row tiles over the file's rows. One instantiation per type, each
 // with its tile body inlined (TileFn is a lambda), so no type's loop pays for another's code.
+// M = 1 runs in its own function, flattened (every call inlined into it: GCC otherwise left
+// the Q4_K decoder out of line there); the M-row loop is left to GCC's own choices, which
+// changed for the worse (Q6_K at M = 5-9: 1.1-1.3x as long) when the decoders were forced
+// inline everywhere or both loops shared one function.
 template <typename TileFn>
+[[gnu::flatten]] void in_place_tiles_one_row(const RangeJob& job, int64_t n_steps, TileFn& tile_fn) {
+  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
+    const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
+    one_row_tile(job, make_tile(*job.w, o0, n_valid, n_steps), n_steps, tile_fn, o0, n_valid);
+  }
+}
+
+// kOneRow = false: no M = 1 function (the AMX tiles, which never see M = 1).
+template <bool kOneRow = true, typename TileFn>
 void in_place_tiles(const RangeJob& job, int64_t n_steps, TileFn tile_fn) {
+  if constexpr (kOneRow) {
+    if (job.M == 1) return in_place_tiles_one_row(job, n_steps, tile_fn);
+  }
   const WeightMatrix& w = *job.w;
   __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
     const Tile t = make_tile(w, o0, n_valid, n_steps);
-    for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
-      const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
-      for (int r = 0; r < rb.R; ++r) acc[r] = _mm512_setzero_ps();
-      tile_fn(t, n_steps, rb, acc);
-      store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
-    }
+    row_block_tiles(job, t, n_steps, tile_fn, o0, n_valid, acc);
   }
 }
 
@@ -353,28 +387,41 @@ inline void q6_k_blocks(const TileT& t, int64_t s, Fn&& fn) {
 
 // A repacked matrix (the AVX2 path's layouts): 16-row tiles as pairs of stored 8-row tiles.
 // job.o_begin is a multiple of 16 (matmul's chunks), so a tile's halves are whole 8-row tiles.
+// The pair tile of rows o0..o0 + 15 (fewer at the matrix's end), prefetching the next 16 rows.
+template <typename TileT>
+inline TileT pair_tile(const WeightMatrix& w, int64_t o0, int64_t tile8_bytes, int64_t n_steps) {
+  TileT t;
+  t.lo = static_cast<const uint8_t*>(w.data) + (o0 / 8) * tile8_bytes;
+  t.hi = o0 + 8 < w.n_out ? t.lo + tile8_bytes : t.lo;  // no rows 8-15: read rows 0-7 again
+  t.next = t.lo + 2 * tile8_bytes;                       // past the matrix: harmless
+  t.step_bytes = 64 * ((2 * tile8_bytes / 64 + n_steps - 1) / n_steps);
+  return t;
+}
+
+// M = 1, flattened: as in_place_tiles_one_row.
 template <typename TileT, typename TileFn>
+[[gnu::flatten]] void pair_tiles_one_row(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileFn& tile_fn) {
+  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
+    const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
+    one_row_tile(job, pair_tile<TileT>(*job.w, o0, tile8_bytes, n_steps), n_steps, tile_fn, o0, n_valid);
+  }
+}
+
+template <typename TileT, bool kOneRow = true, typename TileFn>
 void pair_tiles(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileFn tile_fn) {
+  if constexpr (kOneRow) {
+    if (job.M == 1) return pair_tiles_one_row<TileT>(job, tile8_bytes, n_steps, tile_fn);
+  }
   const WeightMatrix& w = *job.w;
   __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    TileT t;
-    t.lo = static_cast<const uint8_t*>(w.data) + (o0 / 8) * tile8_bytes;
-    t.hi = o0 + 8 < w.n_out ? t.lo + tile8_bytes : t.lo;  // no rows 8-15: read rows 0-7 again
-    t.next = t.lo + 2 * tile8_bytes;                       // past the matrix: harmless
-    t.step_bytes = 64 * ((2 * tile8_bytes / 64 + n_steps - 1) / n_steps);
-    for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
-      const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
-      for (int r = 0; r < rb.R; ++r) acc[r] = _mm512_setzero_ps();
-      tile_fn(t, n_steps, rb, acc);
-      store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
-    }
+    row_block_tiles(job, pair_tile<TileT>(w, o0, tile8_bytes, n_steps), n_steps, tile_fn, o0, n_valid, acc);
   }
 }
 
 // A tile function as a lambda (its type names the function, so callers inline it).
-#define SPECDEC_TILE(...) [](const auto& t, int64_t n, const RowBlock& rb, __m512* acc) { __VA_ARGS__(t, n, rb, acc); }
+#define SPECDEC_TILE(...) [](const auto& t, int64_t n, const auto& rb, __m512* acc) { __VA_ARGS__(t, n, rb, acc); }
 
 }  // namespace
 }  // namespace specdec::matmul_detail

@@ -62,8 +62,8 @@ inline __m512i legacy_qh(const LegacyPairTile& t, int64_t b) {
 template <typename F>
 inline __m512 legacy_half(const LegacyPairTile& t, int64_t b, int unit) { return _mm512_cvtph_ps(pair_unit<F>(t, b, unit)); }
 
-template <bool kFiveBit, bool kMin, typename TileT>
-void legacy_tile(const TileT& t, int64_t n_blocks, const RowBlock& rb, __m512* acc) {
+template <bool kFiveBit, bool kMin, typename TileT, typename RB>
+void legacy_tile(const TileT& t, int64_t n_blocks, const RB& rb, __m512* acc) {
   using F = LegacyFields<kFiveBit, kMin>;
   constexpr int kNegSumDivisor = kFiveBit ? 8 : 16;  // -128 sum(a) / this = -offset * sum(a)
   const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
@@ -128,7 +128,8 @@ inline __m512 two_group_step(const __m512i* v, const int8_t* a, int32_t init0, i
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), ws0, _mm512_mul_ps(_mm512_cvtepi32_ps(s1), ws1));
 }
 
-void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) {
+template <typename RB>
+void q3_k_tile(const Tile& t, int64_t n_super, const RB& rb, __m512* acc) {
   const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m2 = _mm512_set1_epi32(0x03030303), bias = _mm512_set1_epi32(32);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ3_K));
@@ -175,7 +176,8 @@ void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) 
   }
 }
 
-void q2_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m512* acc) {
+template <typename RB>
+void q2_k_tile(const Tile& t, int64_t n_super, const RB& rb, __m512* acc) {
   const __m512i nibble = _mm512_set1_epi32(0xF);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ2_K));
