@@ -275,8 +275,8 @@ void legacy_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* ac
 // ---- Q5_K (kFiveBit): 176 bytes: the same d, dmin and scales, then qh[32] (bit 2j of qh[l]: the
 // fifth bit of value l of sub-block 2j, bit 2j + 1: of sub-block 2j + 1), then the 128 bytes of
 // nibbles. The same formulas with q < 32.
-template <bool kFiveBit, typename Src>
-void q45_k_tile(const Src& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
+template <bool kFiveBit, typename Src, typename RB>
+void q45_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
   using Block = std::conditional_t<kFiveBit, quant::BlockQ5_K, quant::BlockQ4_K>;
   constexpr int64_t kQsOffset = kFiveBit ? 48 : 16;  // offsetof(Block, qs)
   const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
@@ -341,8 +341,8 @@ inline __m256i six_bit_group_dot(const __m256i* v, const int8_t* a, __m256i init
 // scales (one per 16 values), binary16 d. Per 128 values n: value l (l < 32) is ql[64n + l] low
 // nibble | (qh[32n + l] bits 0-1) << 4; l + 32: ql[64n + 32 + l] low | qh bits 2-3; l + 64:
 // ql[64n + l] high | qh bits 4-5; l + 96: ql[64n + 32 + l] high | qh bits 6-7; minus 32.
-template <typename Src>
-void q6_k_tile(const Src& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
+template <typename Src, typename RB>
+void q6_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ6_K));
@@ -501,21 +501,39 @@ void q2_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
 }
 
 // A Chunks16Tiles8 matrix: the same tile functions over the stored chunks. One sequential stream
-// per thread; prefetched about 1.5 KiB ahead (2 super-blocks of Q4_K).
+// per thread; prefetched about 1.5 KiB ahead (2 super-blocks of Q4_K). M = 1 (decode) runs as a
+// OneRowBlock in its own flattened loop, its accumulator in a register (as the AVX-512 tiles).
+template <int64_t kBlock>
+ChunkTile<kBlock> chunk_tile(const WeightMatrix& w, int64_t o0) {
+  ChunkTile<kBlock> t;
+  t.base = static_cast<const uint8_t*>(w.data) + (o0 / kLanes) * (w.n_in / 256) * ChunkTile<kBlock>::kStride;
+  t.prefetch_ahead = 2 * ChunkTile<kBlock>::kStride;
+  return t;
+}
+
+template <int64_t kBlock, typename TileFn>
+[[gnu::flatten]] void chunk_tiles_one_row(const RangeJob& job, TileFn& tile_fn) {
+  const OneRowBlock rb(&job.acts);
+  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
+    const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
+    __m256 acc[1] = {_mm256_setzero_ps()};
+    tile_fn(chunk_tile<kBlock>(*job.w, o0), job.w->n_in / 256, rb, acc);
+    store_outputs(acc, rb, job.y, job.w->n_out, o0, n_valid);
+  }
+}
+
 template <int64_t kBlock, typename TileFn>
 void chunk_tiles(const RangeJob& job, TileFn tile_fn) {
+  if (job.M == 1) return chunk_tiles_one_row<kBlock>(job, tile_fn);
   const WeightMatrix& w = *job.w;
-  const int64_t n_super = w.n_in / 256, tile_bytes = n_super * ChunkTile<kBlock>::kStride;
   __m256 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 8 outputs
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    ChunkTile<kBlock> t;
-    t.base = static_cast<const uint8_t*>(w.data) + (o0 / kLanes) * tile_bytes;
-    t.prefetch_ahead = 2 * ChunkTile<kBlock>::kStride;
+    const ChunkTile<kBlock> t = chunk_tile<kBlock>(w, o0);
     for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
       const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
       for (int r = 0; r < rb.R; ++r) acc[r] = _mm256_setzero_ps();
-      tile_fn(t, n_super, rb, acc);
+      tile_fn(t, w.n_in / 256, rb, acc);
       store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
     }
   }
@@ -528,9 +546,15 @@ bool matmul_range_tiled_avx2(const RangeJob& job) {
   const DType type = w.type;
   if (w.layout == WeightLayout::Chunks16Tiles8) {
     switch (type) {
-      case DType::Q4_K: chunk_tiles<sizeof(quant::BlockQ4_K)>(job, q45_k_tile<false, ChunkTile<sizeof(quant::BlockQ4_K)>>); return true;
-      case DType::Q5_K: chunk_tiles<sizeof(quant::BlockQ5_K)>(job, q45_k_tile<true, ChunkTile<sizeof(quant::BlockQ5_K)>>); return true;
-      case DType::Q6_K: chunk_tiles<sizeof(quant::BlockQ6_K)>(job, q6_k_tile<ChunkTile<sizeof(quant::BlockQ6_K)>>); return true;
+      case DType::Q4_K:
+        chunk_tiles<sizeof(quant::BlockQ4_K)>(job, [](const auto& t, int64_t n, const auto& rb, __m256* acc) { q45_k_tile<false>(t, n, rb, acc); });
+        return true;
+      case DType::Q5_K:
+        chunk_tiles<sizeof(quant::BlockQ5_K)>(job, [](const auto& t, int64_t n, const auto& rb, __m256* acc) { q45_k_tile<true>(t, n, rb, acc); });
+        return true;
+      case DType::Q6_K:
+        chunk_tiles<sizeof(quant::BlockQ6_K)>(job, [](const auto& t, int64_t n, const auto& rb, __m256* acc) { q6_k_tile(t, n, rb, acc); });
+        return true;
       default: return false;
     }
   }
