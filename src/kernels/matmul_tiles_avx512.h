@@ -385,8 +385,6 @@ inline void q6_k_blocks(const TileT& t, int64_t s, Fn&& fn) {
   }
 }
 
-// A repacked matrix (the AVX2 path's layouts): 16-row tiles as pairs of stored 8-row tiles.
-// job.o_begin is a multiple of 16 (matmul's chunks), so a tile's halves are whole 8-row tiles.
 // The pair tile of rows o0..o0 + 15 (fewer at the matrix's end), prefetching the next 16 rows.
 template <typename TileT>
 inline TileT pair_tile(const WeightMatrix& w, int64_t o0, int64_t tile8_bytes, int64_t n_steps) {
@@ -407,6 +405,9 @@ template <typename TileT, typename TileFn>
   }
 }
 
+// A repacked matrix (the AVX2 path's layouts): 16-row tiles as pairs of stored 8-row tiles.
+// job.o_begin is a multiple of 16 (matmul's chunks), so a tile's halves are whole 8-row tiles.
+// kOneRow = false: as in_place_tiles.
 template <typename TileT, bool kOneRow = true, typename TileFn>
 void pair_tiles(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileFn tile_fn) {
   if constexpr (kOneRow) {
