@@ -135,6 +135,26 @@ void bm_matmul(benchmark::State& state, DType type, int64_t n_out, int64_t n_in,
   state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
 }
 
+using Buffers = std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>>;
+
+// A copy of the shared (n_out, n_in) matrix of `type` in its own 64-byte-aligned buffer
+// (appended to buffers), repacked where the active ISA has a layout for it, so that each copy
+// is a distinct weight stream; adds its file bytes to *bytes.
+WeightMatrix distinct_copy(DType type, int64_t n_out, int64_t n_in, Buffers& buffers, double* bytes) {
+  WeightMatrix w = weights(type, n_out, n_in).w;
+  *bytes += static_cast<double>(w.row_bytes) * static_cast<double>(w.n_out);
+  const size_t n_bytes = repacked_bytes(w) > 0 ? repacked_bytes(w) : w.row_bytes * static_cast<size_t>(w.n_out);
+  buffers.emplace_back(static_cast<uint8_t*>(std::aligned_alloc(64, (n_bytes + 63) / 64 * 64)), &std::free);
+  uint8_t* dst = buffers.back().get();
+  if (repacked_bytes(w) > 0) {
+    std::memset(dst, 0, n_bytes);
+    return repack_rows(w, 0, w.n_out, dst);
+  }
+  std::memcpy(dst, w.data, n_bytes);
+  w.data = dst;
+  return w;
+}
+
 // The matmul calls of a 1B forward of M rows, 16 layers of distinct (repacked) weights of one
 // type: per layer the q/k/v group, o, the gate/up group and down, as the model issues them.
 // Without the norms, attention and the output layer, so the gap to one large matmul's GB/s is
@@ -143,25 +163,13 @@ void bm_layer_calls(benchmark::State& state, DType type, int M) {
   constexpr int kLayers = 16;
   const int64_t shapes[5][2] = {{2048, 2048}, {512, 2048}, {8192, 2048}, {2048, 8192}};  // q and o, k and v, gate and up, down
   struct Layer {
-    std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> buffers;
+    Buffers buffers;
     WeightMatrix q, k, v, o, gate, up, down;
   };
   std::vector<Layer> layers(kLayers);
   double bytes = 0.0;
-  auto copy_of = [&](Layer& layer, int shape) {
-    WeightMatrix w = weights(type, shapes[shape][0], shapes[shape][1]).w;
-    bytes += static_cast<double>(w.row_bytes) * static_cast<double>(w.n_out);
-    const size_t n_bytes = repacked_bytes(w) > 0 ? repacked_bytes(w) : w.row_bytes * static_cast<size_t>(w.n_out);
-    layer.buffers.emplace_back(static_cast<uint8_t*>(std::aligned_alloc(64, (n_bytes + 63) / 64 * 64)), &std::free);
-    uint8_t* dst = layer.buffers.back().get();
-    if (repacked_bytes(w) > 0) {
-      std::memset(dst, 0, n_bytes);
-      return repack_rows(w, 0, w.n_out, dst);
-    }
-    std::memcpy(dst, w.data, n_bytes);
-    w.data = dst;
-    return w;
-  };
+  auto copy_of = [&](Layer& layer, int shape) { return distinct_copy(type, shapes[shape][0], shapes[shape][1], layer.buffers, &bytes); };
+
   for (Layer& l : layers) {
     l.q = copy_of(l, 0), l.k = copy_of(l, 1), l.v = copy_of(l, 1), l.o = copy_of(l, 0);
     l.gate = copy_of(l, 2), l.up = copy_of(l, 2), l.down = copy_of(l, 3);
@@ -191,24 +199,10 @@ void bm_layer_calls(benchmark::State& state, DType type, int M) {
 // layer_calls (four shapes) and the one long 32000x2048 call, this separates the cost of a
 // call boundary from the cost of each shape's kernel.
 void bm_calls_from_memory(benchmark::State& state, DType type, int64_t n_out, int64_t n_in, int n_copies) {
-  std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> buffers;
+  Buffers buffers;
   std::vector<WeightMatrix> copies;
   double bytes = 0.0;
-  for (int c = 0; c < n_copies; ++c) {
-    WeightMatrix w = weights(type, n_out, n_in).w;
-    bytes += static_cast<double>(w.row_bytes) * static_cast<double>(w.n_out);
-    const size_t n_bytes = repacked_bytes(w) > 0 ? repacked_bytes(w) : w.row_bytes * static_cast<size_t>(w.n_out);
-    buffers.emplace_back(static_cast<uint8_t*>(std::aligned_alloc(64, (n_bytes + 63) / 64 * 64)), &std::free);
-    uint8_t* dst = buffers.back().get();
-    if (repacked_bytes(w) > 0) {
-      std::memset(dst, 0, n_bytes);
-      copies.push_back(repack_rows(w, 0, w.n_out, dst));
-    } else {
-      std::memcpy(dst, w.data, n_bytes);
-      w.data = dst;
-      copies.push_back(w);
-    }
-  }
+  for (int c = 0; c < n_copies; ++c) copies.push_back(distinct_copy(type, n_out, n_in, buffers, &bytes));
   std::vector<float> x(static_cast<size_t>(n_in)), y(static_cast<size_t>(n_out));  // (1, n_in), (1, n_out)
   Rng rng(7);
   for (auto& e : x) e = static_cast<float>(rng.uniform()) * 2.0f - 1.0f;

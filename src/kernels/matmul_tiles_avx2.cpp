@@ -546,15 +546,12 @@ bool matmul_range_tiled_avx2(const RangeJob& job) {
   const DType type = w.type;
   if (w.layout == WeightLayout::Chunks16Tiles8) {
     switch (type) {
-      case DType::Q4_K:
-        chunk_tiles<sizeof(quant::BlockQ4_K)>(job, [](const auto& t, int64_t n, const auto& rb, __m256* acc) { q45_k_tile<false>(t, n, rb, acc); });
-        return true;
-      case DType::Q5_K:
-        chunk_tiles<sizeof(quant::BlockQ5_K)>(job, [](const auto& t, int64_t n, const auto& rb, __m256* acc) { q45_k_tile<true>(t, n, rb, acc); });
-        return true;
-      case DType::Q6_K:
-        chunk_tiles<sizeof(quant::BlockQ6_K)>(job, [](const auto& t, int64_t n, const auto& rb, __m256* acc) { q6_k_tile(t, n, rb, acc); });
-        return true;
+// A tile function as a generic lambda (for RowBlock and OneRowBlock), as matmul_tiles_avx512.h's SPECDEC_TILE.
+#define SPECDEC_TILE8(...) [](const auto& t, int64_t n, const auto& rb, __m256* acc) { __VA_ARGS__(t, n, rb, acc); }
+      case DType::Q4_K: chunk_tiles<sizeof(quant::BlockQ4_K)>(job, SPECDEC_TILE8(q45_k_tile<false>)); return true;
+      case DType::Q5_K: chunk_tiles<sizeof(quant::BlockQ5_K)>(job, SPECDEC_TILE8(q45_k_tile<true>)); return true;
+      case DType::Q6_K: chunk_tiles<sizeof(quant::BlockQ6_K)>(job, SPECDEC_TILE8(q6_k_tile)); return true;
+#undef SPECDEC_TILE8
       default: return false;
     }
   }
