@@ -43,7 +43,20 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 //    the row-major row size.
 //  - Chunks16Tiles8: the same idea for the super-block types Q4_K, Q5_K and Q6_K: each
 //    16-byte chunk of 8 rows' blocks stored transposed (layouts in src/kernels/matmul_internal.h).
-enum class WeightLayout { RowMajor = 0, Q8_0Tiles8 = 1, Chunks16Tiles8 = 2, Blocks32PairTiles8 = 3 };
+//  - Q8_0Tiles16, Chunks16Tiles16, Blocks32PairTiles16 (the AVX-512 path's): 16-row tiles, two
+//    8-row tiles of the Tiles8 form (Blocks32PairTiles16: of the legacy types' pair layout)
+//    interleaved so that each 16-row vector is one 64-byte load and a tile one sequential
+//    stream of bytes (decode 15-19% faster than reading two 8-row tiles side by side).
+// The AVX2 path reads the Tiles8 layouts, the AVX-512 path the Tiles16 ones; each copies the
+// other's back to row-major order for the call (tests switch ISAs after loading).
+enum class WeightLayout {
+  RowMajor = 0,
+  Q8_0Tiles8 = 1,
+  Chunks16Tiles8 = 2,
+  Blocks32PairTiles16 = 3,
+  Q8_0Tiles16 = 4,
+  Chunks16Tiles16 = 5,
+};
 
 struct WeightMatrix {
   DType type = DType::F32;
@@ -56,10 +69,10 @@ struct WeightMatrix {
 
 // ---- repacked weights (src/kernels/repack.cpp)
 // Bytes of w's repacked copy for the active ISA, or 0 when w keeps its file layout there (today
-// Q8_0, Q4_K, Q5_K and Q6_K on the AVX2 and AVX-512 paths have one (AVX-512 reads a 16-row
-// tile as two stored 8-row tiles), and Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64 on
-// the AVX-512 path; the scalar path reads every type in place; and 0 for a matrix that is
-// already repacked).
+// Q8_0, Q4_K, Q5_K and Q6_K on the AVX2 (Tiles8) and AVX-512 (Tiles16) paths have one, and
+// Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64 on the AVX-512 path; the scalar path reads
+// every type in place; and 0 for a matrix that is already repacked). Tiles16 layouts round
+// n_out up to whole 16-row tiles (zero rows).
 size_t repacked_bytes(const WeightMatrix& w);
 // Rows of the repacked layout written together (repack_rows' o_begin is a multiple of this).
 constexpr int64_t kRepackTileRows = 8;
@@ -69,6 +82,10 @@ constexpr int64_t kRepackTileRows = 8;
 // every row is written. The result of matmul() is bit for bit the same with either layout.
 // Error when w has no repacked layout here or the range is bad. Cost: O(bytes of the rows).
 WeightMatrix repack_rows(const WeightMatrix& w, int64_t o_begin, int64_t o_end, void* dst);
+// Byte offset in w's repacked copy (repacked_bytes(w) bytes) at which the tiles of rows o and on
+// begin: o a multiple of 16 (a chunk of rows its own repack_rows call writes, for a caller that
+// zeroes the buffer chunk by chunk), or n_out (the end). Error for any other o.
+size_t repacked_offset(const WeightMatrix& w, int64_t o);
 // Copies row o of w (row_bytes bytes, GGUF layout) to dst, whatever w's layout.
 void copy_weight_row(const WeightMatrix& w, int64_t o, void* dst);
 

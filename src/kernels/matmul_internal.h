@@ -132,6 +132,18 @@ struct UnpackedRow {
 // Cost: O(n_in) scalar.
 bool unpack_row_scalar(DType type, const void* row, int64_t n_in, const UnpackedRow& out);
 
+// ---- The Tiles16 layouts (Q8_0Tiles16, Chunks16Tiles16, Blocks32PairTiles16; the AVX-512 and
+// AMX tiles'): rows in tiles of 16 (zero rows past n_out), each made of the two 8-row tiles of
+// the Tiles8 forms below (rows 0-7: half 0, rows 8-15: half 1), unit by unit (a pair of blocks,
+// a super-block: U bytes per 8-row tile): unit p at 2 p U. Inside a unit, the 8-row granule at
+// offset x of the Tiles8 form (32 bytes of a transposed vector, or 16 bytes of 2-byte units;
+// a region of g-byte granules starting at r) lies at 2 x - (x - r) % g + half * g: the 16 rows'
+// halves side by side, so each transposed vector is one aligned 64-byte load and each set of
+// 16 binary16 values one 32-byte load. A 16-row tile is one sequential stream, as a thread's
+// run of tiles is: read from memory at M = 1, the two 8-row streams of a pair of Tiles8 tiles
+// (the AVX-512 path's layout until 2026-11-27) and their prefetch ran 15-19% slower in a
+// whole decode (BENCHMARKS 27).
+//
 // ---- The Q8_0Tiles8 layout (WeightLayout::Q8_0Tiles8; written by repack_rows in repack.cpp, read
 // by matmul_repacked_avx2.cpp). Rows in tiles of 8 (the last tile zero-filled past n_out); a
 // tile's blocks of 32 values in pairs (the last pair's second block zero when n_in / 32 is odd):
@@ -161,9 +173,10 @@ constexpr int64_t chunk16_block_bytes(int64_t block_bytes) {
   return block_bytes / 16 * 128 + round_up(8 * (block_bytes % 16), 32);
 }
 
-// ---- The Blocks32PairTiles8 layout (Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64; written
-// by repack_rows, read by the AVX-512 legacy tile only: on AVX2 it was 2x faster at M = 1 but
-// slower at M = 9, docs/BENCHMARKS.md section 21a). Rows in tiles of 8 (zero rows past n_out);
+// ---- The legacy types' 8-row pair tiles (Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64),
+// stored only as Blocks32PairTiles16 (two of them, interleaved as above): read by the AVX-512
+// legacy tile only (on AVX2 the layout was 2x faster at M = 1 but slower at M = 9,
+// docs/BENCHMARKS.md section 21a). Rows in tiles of 8 (zero rows past n_out);
 // a tile's pairs of blocks p (values 64p .. 64p + 63) in order, each legacy_pair_bytes(B) =
 // 8 x 2 x B bytes for blocks of B bytes (18, 20, 22, 24):
 //   [0, 128)    qs of block 2p: vector k (k < 4) at 32 k, its lane L (bytes 4L..4L+3) =
@@ -182,7 +195,7 @@ struct LegacyFields {
   static constexpr int64_t kBytes = 18 + (kMin ? 2 : 0) + (kFiveBit ? 4 : 0);  // sizeof the block
   static constexpr int64_t kQhOffset = kMin ? 4 : 2;                             // offsetof qh
   static constexpr int64_t kQsOffset = kBytes - 16;                              // offsetof qs
-  static constexpr int64_t kUnits = kQsOffset / 2;  // 2-byte units before qs (Blocks32PairTiles8)
+  static constexpr int64_t kUnits = kQsOffset / 2;  // 2-byte units before qs (Blocks32PairTiles16)
   static constexpr int64_t kPairBytes = legacy_pair_bytes(kBytes);
 };
 

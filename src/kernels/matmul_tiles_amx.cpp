@@ -236,26 +236,28 @@ void amx_tile(const TileT& t, int64_t n_steps, const RowBlock& rb, __m512* acc) 
 bool amx_range(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const int64_t n32 = w.n_in / 32, n256 = w.n_in / 256;
-  constexpr int64_t kQ4K = sizeof(quant::BlockQ4_K), kQ5K = sizeof(quant::BlockQ5_K), kQ6K = sizeof(quant::BlockQ6_K);
-  if (w.layout == WeightLayout::Q8_0Tiles8) {
+  if (w.layout == WeightLayout::Q8_0Tiles16) {
     if (w.type != DType::Q8_0) return false;
     configure_tiles(32);
-    pair_tiles<Q8PairTile, false>(job, q8_tile_bytes(w.n_in), n32, SPECDEC_TILE(amx_tile<Q8_0Kind>));
+    tiles16<Q8Tile16, false>(job, q8_tile_bytes(w.n_in), n32, SPECDEC_TILE(amx_tile<Q8_0Kind>));
     return true;
   }
-  if (w.layout == WeightLayout::Chunks16Tiles8) {
-    switch (w.type) {
+  if (w.layout == WeightLayout::Chunks16Tiles16) {
+    using Q4K = ChunkTile16<sizeof(quant::BlockQ4_K)>;
+    using Q5K = ChunkTile16<sizeof(quant::BlockQ5_K)>;
+    using Q6K = ChunkTile16<sizeof(quant::BlockQ6_K)>;
+    switch (w.type) {  // units: super-blocks of Q*K::kStride bytes
       case DType::Q4_K:
         configure_tiles(32);
-        pair_tiles<ChunkPairTile<kQ4K>, false>(job, n256 * ChunkPairTile<kQ4K>::kStride, n256, SPECDEC_TILE(amx_tile<Q45_KKind<false>>));
+        tiles16<Q4K, false>(job, n256 * Q4K::kStride, n256, SPECDEC_TILE(amx_tile<Q45_KKind<false>>));
         return true;
       case DType::Q5_K:
         configure_tiles(32);
-        pair_tiles<ChunkPairTile<kQ5K>, false>(job, n256 * ChunkPairTile<kQ5K>::kStride, n256, SPECDEC_TILE(amx_tile<Q45_KKind<true>>));
+        tiles16<Q5K, false>(job, n256 * Q5K::kStride, n256, SPECDEC_TILE(amx_tile<Q45_KKind<true>>));
         return true;
       case DType::Q6_K:
         configure_tiles(16);
-        pair_tiles<ChunkPairTile<kQ6K>, false>(job, n256 * ChunkPairTile<kQ6K>::kStride, n256, SPECDEC_TILE(amx_tile<Q6_KKind>));
+        tiles16<Q6K, false>(job, n256 * Q6K::kStride, n256, SPECDEC_TILE(amx_tile<Q6_KKind>));
         return true;
       default: return false;
     }

@@ -98,22 +98,18 @@ void q6_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
 bool matmul_range_tiled_avx512(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const int64_t n32 = w.n_in / 32, n256 = w.n_in / 256;  // block iterations: 32-value blocks, super-blocks
-  if (w.layout == WeightLayout::Q8_0Tiles8 && w.type == DType::Q8_0) {
-    pair_tiles<Q8PairTile>(job, q8_tile_bytes(w.n_in), n32, SPECDEC_TILE(q8_0_tile));
+  if (w.layout == WeightLayout::Q8_0Tiles16 && w.type == DType::Q8_0) {
+    tiles16<Q8Tile16>(job, q8_tile_bytes(w.n_in), n32, SPECDEC_TILE(q8_0_tile));
     return true;
   }
-  if (w.layout == WeightLayout::Chunks16Tiles8) {
-    constexpr int64_t kQ4K = sizeof(quant::BlockQ4_K), kQ5K = sizeof(quant::BlockQ5_K), kQ6K = sizeof(quant::BlockQ6_K);
-    switch (w.type) {
-      case DType::Q4_K:
-        pair_tiles<ChunkPairTile<kQ4K>>(job, n256 * ChunkPairTile<kQ4K>::kStride, n256, SPECDEC_TILE(q45_k_tile<false>));
-        return true;
-      case DType::Q5_K:
-        pair_tiles<ChunkPairTile<kQ5K>>(job, n256 * ChunkPairTile<kQ5K>::kStride, n256, SPECDEC_TILE(q45_k_tile<true>));
-        return true;
-      case DType::Q6_K:
-        pair_tiles<ChunkPairTile<kQ6K>>(job, n256 * ChunkPairTile<kQ6K>::kStride, n256, SPECDEC_TILE(q6_k_tile));
-        return true;
+  if (w.layout == WeightLayout::Chunks16Tiles16) {
+    using Q4K = ChunkTile16<sizeof(quant::BlockQ4_K)>;
+    using Q5K = ChunkTile16<sizeof(quant::BlockQ5_K)>;
+    using Q6K = ChunkTile16<sizeof(quant::BlockQ6_K)>;
+    switch (w.type) {  // units: super-blocks of Q*K::kStride bytes
+      case DType::Q4_K: tiles16<Q4K>(job, n256 * Q4K::kStride, n256, SPECDEC_TILE(q45_k_tile<false>)); return true;
+      case DType::Q5_K: tiles16<Q5K>(job, n256 * Q5K::kStride, n256, SPECDEC_TILE(q45_k_tile<true>)); return true;
+      case DType::Q6_K: tiles16<Q6K>(job, n256 * Q6K::kStride, n256, SPECDEC_TILE(q6_k_tile)); return true;
       default: return false;
     }
   }

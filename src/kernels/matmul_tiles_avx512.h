@@ -1,8 +1,7 @@
 // kernels/matmul_tiles_avx512.h — what the AVX-512 tile files share (matmul_tiles_avx512.cpp:
 // Q8_0, Q4_K, Q5_K, Q6_K and the repacked layouts; matmul_tiles_small_avx512.cpp: the legacy
 // 32-value types, Q2_K and Q3_K): the 16-row Tile over the file's rows and its accessors, the
-// pair tiles over the AVX2 path's repacked layouts, the VNNI dot products and the in-place tile
-// loop. Include only from translation units compiled with the AVX-512 flags: everything here
+// Tile16 over the repacked Tiles16 layouts, the VNNI dot products and the tile loops. Include only from translation units compiled with the AVX-512 flags: everything here
 // has internal linkage, so no copy built with wide-ISA flags can serve another file.
 //
 // Layout: a tile is 16 weight rows, one per vector lane. For each block of 32 weight values the
@@ -13,6 +12,7 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -99,79 +99,80 @@ inline __m512i gather_dword(const Tile& t, int64_t off) {
   return _mm512_load_si512(w);
 }
 
-// ---- The same accessors over the AVX2 path's repacked layouts (matmul_internal.h), which
-// store the transposed vectors of 8-row tiles: a 16-row tile is two consecutive 8-row tiles
-// (lanes 0-7 and 8-15), so each transposed vector is two aligned 32-byte loads and one insert
-// instead of four 16-byte loads, three inserts and two unpack stages. Offsets passed in are
-// the file's (b * 34 + ... or s * kBlock + ...), as for the in-place Tile.
-inline __m512i join_halves(const uint8_t* lo, const uint8_t* hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(lo))),
-                            _mm256_load_si256(reinterpret_cast<const __m256i*>(hi)), 1);
+// ---- The same accessors over the Tiles16 layouts (matmul_internal.h), which store the
+// transposed vectors of 16-row tiles: each is one aligned 64-byte load, each set of 16
+// binary16 values one 32-byte load (instead of four 16-byte loads, three inserts and two
+// unpack stages, and 16 scalar loads). Offsets passed in are the file's (b * 34 + ... or
+// s * kBlock + ...), as for the in-place Tile; x below is the Tiles8 form's offset in a unit,
+// whose 16-row data lies at 2 x in the unit's 2 U bytes.
+inline __m512i load64(const uint8_t* p) { return _mm512_load_si512(p); }
+inline __m512 halves16(const uint8_t* p) {  // 16 binary16 at p
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-inline __m512 halves16(const uint8_t* lo, const uint8_t* hi) {  // 8 binary16 at lo, 8 at hi
-  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lo))),
-                                            _mm_load_si128(reinterpret_cast<const __m128i*>(hi)), 1);
-  return _mm512_cvtph_ps(h);
-}
-
-// A Q8_0Tiles8 matrix: rows 0-7 at lo, rows 8-15 at hi (= lo past n_out: lanes 8-15 unused).
-// The next 16 rows (contiguous after hi) are prefetched as the in-place Tile does: spread
-// over the tile's block iterations, into the outer caches.
-struct Q8PairTile {
-  const uint8_t* lo = nullptr;
-  const uint8_t* hi = nullptr;
-  const uint8_t* next = nullptr;
-  int64_t step_bytes = 0;  // bytes of the next 16 rows prefetched per block iteration
+// A 16-row tile of a Tiles16 matrix at p (rows past n_out are zero). Its block iteration
+// `step` reads bytes [step * step_bytes, (step + 1) * step_bytes) of the tile: one sequential
+// stream, as the tiles of a task follow each other.
+struct Tile16 {
+  const uint8_t* p = nullptr;
+  int64_t step_bytes = 0;
 };
+struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two blocks)
 
-template <typename PairTile>
-inline void prefetch_next(const PairTile& t, int64_t step) {
-  const char* p = reinterpret_cast<const char*>(t.next + step * t.step_bytes);
-  for (int64_t i = 0; i < t.step_bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T2);
+// Bytes of a Tiles16 stream prefetched ahead of the block being read. The hardware prefetchers
+// alone left a 2-thread M = 1 call from memory at 36-52 GB/s; prefetching the next tile spread
+// over this one's iterations (a second stream, _MM_HINT_T2) at 38-52; this, into L1, at 48-58
+// (BENCHMARKS 27b). 2 KiB was slower for Q4_K, 8 KiB the same.
+constexpr int64_t kTile16PrefetchBytes = 4096;
+
+// Prefetches the lines that start in the bytes step + kTile16PrefetchBytes will read: each line
+// once, past the tile into the next (contiguous) one; past the matrix: harmless.
+// always_inline: GCC 12 counts a prefetch as no side effect, so a call left out of line is to a
+// "const" function, and its result unused, the call is deleted (every prefetch vanished so).
+[[gnu::always_inline]] inline void prefetch_next(const Tile16& t, int64_t step) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.p + step * t.step_bytes + kTile16PrefetchBytes);
+  const uintptr_t end = begin + static_cast<uintptr_t>(t.step_bytes);
+  for (uintptr_t line = (begin + 63) & ~uintptr_t{63}; line < end; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
 }
 
 // off = b * 34 + 2 + 16 h: vectors 4h..4h+3 of block b.
-inline void load_transposed16(const Q8PairTile& t, int64_t off, __m512i* y) {
+inline void load_transposed16(const Q8Tile16& t, int64_t off, __m512i* y) {
   const int64_t b = off / 34, h = (off - 34 * b - 2) / 16;
-  const int64_t at = (b / 2) * kQ8PairBytes + 32 + (b % 2) * 256 + 128 * h;
+  const uint8_t* unit = t.p + (b / 2) * (2 * kQ8PairBytes);
+  const int64_t x = 32 + (b % 2) * 256 + 128 * h;
   #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) y[k] = join_halves(t.lo + at + 32 * k, t.hi + at + 32 * k);
+  for (int k = 0; k < 4; ++k) y[k] = load64(unit + 2 * (x + 32 * k));
 }
 
 // off = b * 34, shift 0: block b's 16 scales.
-inline __m512 gather_half(const Q8PairTile& t, int64_t off, int /*shift*/) {
-  const int64_t b = off / 34, at = (b / 2) * kQ8PairBytes + (b % 2) * 16;
-  return halves16(t.lo + at, t.hi + at);
+inline __m512 gather_half(const Q8Tile16& t, int64_t off, int /*shift*/) {
+  const int64_t b = off / 34;
+  return halves16(t.p + (b / 2) * (2 * kQ8PairBytes) + 2 * ((b % 2) * 16));
 }
 
-// A Chunks16Tiles8 matrix (Q4_K, Q6_K) with kBlock-byte super-blocks.
+// A Chunks16Tiles16 matrix (Q4_K, Q5_K, Q6_K) with kBlock-byte super-blocks: units of 2 kStride.
 template <int64_t kBlock>
-struct ChunkPairTile {
-  static constexpr int64_t kStride = chunk16_block_bytes(kBlock);  // bytes per super-block
+struct ChunkTile16 : Tile16 {
+  static constexpr int64_t kStride = chunk16_block_bytes(kBlock);  // bytes per 8-row super-block
   static constexpr int64_t kChunks = kBlock / 16;
-  const uint8_t* lo = nullptr;
-  const uint8_t* hi = nullptr;
-  const uint8_t* next = nullptr;  // as Q8PairTile
-  int64_t step_bytes = 0;
 };
 
 // off: a multiple of 16 below 16 * kChunks within its super-block.
 template <int64_t kBlock>
-inline void load_transposed16(const ChunkPairTile<kBlock>& t, int64_t off, __m512i* y) {
+inline void load_transposed16(const ChunkTile16<kBlock>& t, int64_t off, __m512i* y) {
   const int64_t s = off / kBlock, c = (off - s * kBlock) / 16;
-  const int64_t at = s * ChunkPairTile<kBlock>::kStride + 128 * c;
+  const uint8_t* unit = t.p + s * (2 * ChunkTile16<kBlock>::kStride);
   #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) y[k] = join_halves(t.lo + at + 32 * k, t.hi + at + 32 * k);
+  for (int k = 0; k < 4; ++k) y[k] = load64(unit + 2 * (128 * c + 32 * k));
 }
 
 // The binary16 value at byte off + shift / 8 of every row, which must lie in the tail.
 template <int64_t kBlock>
-inline __m512 gather_half(const ChunkPairTile<kBlock>& t, int64_t off, int shift) {
-  using T = ChunkPairTile<kBlock>;
+inline __m512 gather_half(const ChunkTile16<kBlock>& t, int64_t off, int shift) {
+  using T = ChunkTile16<kBlock>;
   const int64_t s = off / kBlock, u = (off - s * kBlock + shift / 8 - 16 * T::kChunks) / 2;
-  const int64_t at = s * T::kStride + 128 * T::kChunks + 16 * u;
-  return halves16(t.lo + at, t.hi + at);
+  return halves16(t.p + s * (2 * T::kStride) + 2 * (128 * T::kChunks + 16 * u));
 }
 
 // The 32 bytes at offset `off` of every row of any tile above, transposed: y[k] lane L = bytes
@@ -385,39 +386,38 @@ inline void q6_k_blocks(const TileT& t, int64_t s, Fn&& fn) {
   }
 }
 
-// The pair tile of rows o0..o0 + 15 (fewer at the matrix's end), prefetching the next 16 rows.
+// The 16-row tile of rows o0..o0 + 15 (o0 a multiple of 16) of a Tiles16 matrix whose 8-row
+// tiles are tile8_bytes, read in n_steps block iterations (exactly 2 tile8_bytes / n_steps
+// bytes each, but for Q8_0 with an odd block count: the prefetch then runs slightly ahead).
 template <typename TileT>
-inline TileT pair_tile(const WeightMatrix& w, int64_t o0, int64_t tile8_bytes, int64_t n_steps) {
+inline TileT tile16(const WeightMatrix& w, int64_t o0, int64_t tile8_bytes, int64_t n_steps) {
   TileT t;
-  t.lo = static_cast<const uint8_t*>(w.data) + (o0 / 8) * tile8_bytes;
-  t.hi = o0 + 8 < w.n_out ? t.lo + tile8_bytes : t.lo;  // no rows 8-15: read rows 0-7 again
-  t.next = t.lo + 2 * tile8_bytes;                       // past the matrix: harmless
-  t.step_bytes = 64 * ((2 * tile8_bytes / 64 + n_steps - 1) / n_steps);
+  t.p = static_cast<const uint8_t*>(w.data) + (o0 / 8) * tile8_bytes;
+  t.step_bytes = 2 * tile8_bytes / n_steps;
   return t;
 }
 
 // M = 1, flattened: as in_place_tiles_one_row.
 template <typename TileT, typename TileFn>
-[[gnu::flatten]] void pair_tiles_one_row(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileFn& tile_fn) {
+[[gnu::flatten]] void tiles16_one_row(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileFn& tile_fn) {
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    one_row_tile(job, pair_tile<TileT>(*job.w, o0, tile8_bytes, n_steps), n_steps, tile_fn, o0, n_valid);
+    one_row_tile(job, tile16<TileT>(*job.w, o0, tile8_bytes, n_steps), n_steps, tile_fn, o0, n_valid);
   }
 }
 
-// A repacked matrix (the AVX2 path's layouts): 16-row tiles as pairs of stored 8-row tiles.
-// job.o_begin is a multiple of 16 (matmul's chunks), so a tile's halves are whole 8-row tiles.
-// kOneRow = false: as in_place_tiles.
+// A matrix in a Tiles16 layout (matmul_internal.h): each 16-row tile one sequential stream.
+// job.o_begin is a multiple of 16 (matmul's chunks). kOneRow = false: as in_place_tiles.
 template <typename TileT, bool kOneRow = true, typename TileFn>
-void pair_tiles(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileFn tile_fn) {
+void tiles16(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileFn tile_fn) {
   if constexpr (kOneRow) {
-    if (job.M == 1) return pair_tiles_one_row<TileT>(job, tile8_bytes, n_steps, tile_fn);
+    if (job.M == 1) return tiles16_one_row<TileT>(job, tile8_bytes, n_steps, tile_fn);
   }
   const WeightMatrix& w = *job.w;
   __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    row_block_tiles(job, pair_tile<TileT>(w, o0, tile8_bytes, n_steps), n_steps, tile_fn, o0, n_valid, acc);
+    row_block_tiles(job, tile16<TileT>(w, o0, tile8_bytes, n_steps), n_steps, tile_fn, o0, n_valid, acc);
   }
 }
 

@@ -1,5 +1,5 @@
 // AVX-512 VNNI tiles for the legacy 32-value blocks (Q4_0, Q4_1, Q5_0, Q5_1; in place, or
-// repacked as Blocks32PairTiles8 when n_in is a multiple of 64) and Q2_K, Q3_K (in place).
+// repacked as Blocks32PairTiles16 when n_in is a multiple of 64) and Q2_K, Q3_K (in place).
 // Each runs matmul_tiles_avx2.cpp's formulas for its type (see that file's per-row operation
 // order), so the AVX-512 and AVX2 paths give the same bits.
 // Tiles and accessors: matmul_tiles_avx512.h. Reached only through matmul_range_tiled_avx512.
@@ -26,7 +26,7 @@ namespace {
 // is copied to the 4 bytes of its dword, each byte tests its own bit, and the set ones get 16.
 //
 // Block b's fields come through three accessors, for the file's rows (Tile) and for the
-// Blocks32PairTiles8 layout (LegacyPairTile): its 16 qs bytes transposed (raw[k] lane L =
+// Blocks32PairTiles16 layout (LegacyTile16): its 16 qs bytes transposed (raw[k] lane L =
 // qs[4k..4k+3] of row L), its qh dword per lane, and its binary16 unit u per lane (u = 0: d,
 // 1: m). Both give the same values, so the same bits.
 template <typename F>
@@ -36,31 +36,30 @@ inline __m512i legacy_qh(const Tile& t, int64_t b) { return gather_dword(t, b * 
 template <typename F>
 inline __m512 legacy_half(const Tile& t, int64_t b, int unit) { return gather_half(t, b * F::kBytes, 16 * unit); }
 
-// A Blocks32PairTiles8 matrix: rows 0-7 at lo, rows 8-15 at hi, prefetched as a Q8PairTile; its
-// own type for the accessors below.
-struct LegacyPairTile : Q8PairTile {};
+// A Blocks32PairTiles16 matrix: units of 2 F::kPairBytes (two blocks); its own tile type for
+// the accessors below.
+struct LegacyTile16 : Tile16 {};
 
 // Unit u of block b: one binary16-sized unit per row, as 16 uint16.
 template <typename F>
-inline __m256i pair_unit(const LegacyPairTile& t, int64_t b, int64_t u) {
-  const int64_t at = (b / 2) * F::kPairBytes + 256 + 16 * ((b % 2) * F::kUnits + u);
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.lo + at))),
-                                 _mm_load_si128(reinterpret_cast<const __m128i*>(t.hi + at)), 1);
+inline __m256i tile16_unit(const LegacyTile16& t, int64_t b, int64_t u) {
+  const int64_t x = 256 + 16 * ((b % 2) * F::kUnits + u);
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(t.p + (b / 2) * (2 * F::kPairBytes) + 2 * x));
 }
 template <typename F>
-inline void legacy_qs(const LegacyPairTile& t, int64_t b, __m512i* raw) {
-  const int64_t at = (b / 2) * F::kPairBytes + 128 * (b % 2);
+inline void legacy_qs(const LegacyTile16& t, int64_t b, __m512i* raw) {
+  const uint8_t* unit = t.p + (b / 2) * (2 * F::kPairBytes);
   #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) raw[k] = join_halves(t.lo + at + 32 * k, t.hi + at + 32 * k);
+  for (int k = 0; k < 4; ++k) raw[k] = load64(unit + 2 * (128 * (b % 2) + 32 * k));
 }
 template <typename F>
-inline __m512i legacy_qh(const LegacyPairTile& t, int64_t b) {
+inline __m512i legacy_qh(const LegacyTile16& t, int64_t b) {
   constexpr int64_t u = F::kQhOffset / 2;  // qh bytes 0-1, then 2-3
-  return _mm512_or_si512(_mm512_cvtepu16_epi32(pair_unit<F>(t, b, u)),
-                         _mm512_slli_epi32(_mm512_cvtepu16_epi32(pair_unit<F>(t, b, u + 1)), 16));
+  return _mm512_or_si512(_mm512_cvtepu16_epi32(tile16_unit<F>(t, b, u)),
+                         _mm512_slli_epi32(_mm512_cvtepu16_epi32(tile16_unit<F>(t, b, u + 1)), 16));
 }
 template <typename F>
-inline __m512 legacy_half(const LegacyPairTile& t, int64_t b, int unit) { return _mm512_cvtph_ps(pair_unit<F>(t, b, unit)); }
+inline __m512 legacy_half(const LegacyTile16& t, int64_t b, int unit) { return _mm512_cvtph_ps(tile16_unit<F>(t, b, unit)); }
 
 template <bool kFiveBit, bool kMin, typename TileT, typename RB>
 void legacy_tile(const TileT& t, int64_t n_blocks, const RB& rb, __m512* acc) {
@@ -218,13 +217,13 @@ void q2_k_tile(const Tile& t, int64_t n_super, const RB& rb, __m512* acc) {
 bool matmul_range_tiled_small_avx512(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const int64_t n32 = w.n_in / 32, n256 = w.n_in / 256;  // block iterations: 32-value blocks, super-blocks
-  if (w.layout == WeightLayout::Blocks32PairTiles8) {
+  if (w.layout == WeightLayout::Blocks32PairTiles16) {
     const int64_t tile8 = legacy_tile_bytes(w.n_in, static_cast<int64_t>(w.row_bytes) / n32);
     switch (w.type) {
-      case DType::Q4_0: pair_tiles<LegacyPairTile>(job, tile8, n32, SPECDEC_TILE(legacy_tile<false, false>)); return true;
-      case DType::Q4_1: pair_tiles<LegacyPairTile>(job, tile8, n32, SPECDEC_TILE(legacy_tile<false, true>)); return true;
-      case DType::Q5_0: pair_tiles<LegacyPairTile>(job, tile8, n32, SPECDEC_TILE(legacy_tile<true, false>)); return true;
-      case DType::Q5_1: pair_tiles<LegacyPairTile>(job, tile8, n32, SPECDEC_TILE(legacy_tile<true, true>)); return true;
+      case DType::Q4_0: tiles16<LegacyTile16>(job, tile8, n32, SPECDEC_TILE(legacy_tile<false, false>)); return true;
+      case DType::Q4_1: tiles16<LegacyTile16>(job, tile8, n32, SPECDEC_TILE(legacy_tile<false, true>)); return true;
+      case DType::Q5_0: tiles16<LegacyTile16>(job, tile8, n32, SPECDEC_TILE(legacy_tile<true, false>)); return true;
+      case DType::Q5_1: tiles16<LegacyTile16>(job, tile8, n32, SPECDEC_TILE(legacy_tile<true, true>)); return true;
       default: return false;
     }
   }

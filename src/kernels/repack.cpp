@@ -5,7 +5,8 @@
 // transpose every block in registers (Q8_0: 24 shuffles per 8 blocks, plus a gather of the 8
 // scales) on every call; at M = 1 that is much of their work (docs/BENCHMARKS.md section 14).
 // Repacked once, the same bytes are read with aligned loads. The integer sums and the float
-// steps are unchanged, so the outputs are bit for bit the in-place ones.
+// steps are unchanged, so the outputs are bit for bit the in-place ones. The AVX-512 tiles read
+// 16 rows: their Tiles16 layouts interleave two 8-row tiles so that a tile is one stream.
 #include <cstring>
 #include <string>
 
@@ -25,16 +26,21 @@ constexpr int64_t kQ8BlockBytes = 34;  // binary16 d, 32 int8 q
 // The layout w (RowMajor) gets on the active ISA; RowMajor when none.
 WeightLayout target_layout(const WeightMatrix& w) {
   if (w.layout != WeightLayout::RowMajor || active_isa() == Isa::Scalar || w.n_in <= 0 || w.n_out <= 0) return WeightLayout::RowMajor;
+  const bool wide = active_isa() == Isa::Avx512;
   switch (w.type) {
-    case DType::Q8_0: return w.n_in % 32 == 0 ? WeightLayout::Q8_0Tiles8 : WeightLayout::RowMajor;
+    case DType::Q8_0:
+      if (w.n_in % 32 != 0) return WeightLayout::RowMajor;
+      return wide ? WeightLayout::Q8_0Tiles16 : WeightLayout::Q8_0Tiles8;
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: return w.n_in % 256 == 0 ? WeightLayout::Chunks16Tiles8 : WeightLayout::RowMajor;
+    case DType::Q6_K:
+      if (w.n_in % 256 != 0) return WeightLayout::RowMajor;
+      return wide ? WeightLayout::Chunks16Tiles16 : WeightLayout::Chunks16Tiles8;
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
     case DType::Q5_1:  // AVX-512 only: on AVX2 the layout made M = 9 slower (BENCHMARKS 21a)
-      return w.n_in % 64 == 0 && active_isa() == Isa::Avx512 ? WeightLayout::Blocks32PairTiles8 : WeightLayout::RowMajor;
+      return w.n_in % 64 == 0 && wide ? WeightLayout::Blocks32PairTiles16 : WeightLayout::RowMajor;
     default: return WeightLayout::RowMajor;
   }
 }
@@ -46,24 +52,80 @@ int64_t q8_values_offset(int64_t b, int k, int L) { return (b / 2) * kQ8PairByte
 // Super-block bytes of a Chunks16Tiles8 type.
 int64_t super_block_bytes(DType type) { return static_cast<int64_t>(dtype_row_bytes(type, 256)); }
 
+bool is_q8_0(WeightLayout layout) { return layout == WeightLayout::Q8_0Tiles8 || layout == WeightLayout::Q8_0Tiles16; }
+
+// 8-row tiles per stored tile: 2 in the Tiles16 layouts, whose 8-row tiles alternate unit by unit.
+int64_t tiles_per_group(WeightLayout layout) {
+  return layout == WeightLayout::Q8_0Tiles8 || layout == WeightLayout::Chunks16Tiles8 ? 1 : 2;
+}
+
+// Bytes of one unit of an 8-row tile (a pair of blocks, a super-block): the layouts' step.
+int64_t unit_bytes(const WeightMatrix& w, WeightLayout layout) {
+  if (is_q8_0(layout)) return kQ8PairBytes;
+  if (layout == WeightLayout::Blocks32PairTiles16) return legacy_pair_bytes(static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
+  return chunk16_block_bytes(super_block_bytes(w.type));
+}
+
+// Bytes of one 8-row tile.
 int64_t tile_bytes(const WeightMatrix& w, WeightLayout layout) {
-  if (layout == WeightLayout::Q8_0Tiles8) return q8_tile_bytes(w.n_in);
-  if (layout == WeightLayout::Blocks32PairTiles8) return legacy_tile_bytes(w.n_in, static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
+  if (is_q8_0(layout)) return q8_tile_bytes(w.n_in);
+  if (layout == WeightLayout::Blocks32PairTiles16) return legacy_tile_bytes(w.n_in, static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
   return w.n_in / 256 * chunk16_block_bytes(super_block_bytes(w.type));
+}
+
+// The granule (the bytes of 8 rows that make half of one 16-row load: 32 in a vector of
+// transposed values, 16 in a row of binary16-sized units) at offset x of a Tiles8 unit, and
+// where its region of such granules starts.
+struct Granule {
+  int64_t region = 0, bytes = 32;
+};
+Granule granule(const WeightMatrix& w, WeightLayout layout, int64_t x) {
+  if (is_q8_0(layout)) return x < 32 ? Granule{0, 16} : Granule{32, 32};  // the d of 2 blocks, then q
+  if (layout == WeightLayout::Blocks32PairTiles16) return x < 256 ? Granule{0, 32} : Granule{256, 16};  // qs, then units
+  const int64_t vectors = super_block_bytes(w.type) / 16 * 128;  // the chunks, then the tail's units
+  return x < vectors ? Granule{0, 32} : Granule{vectors, 16};
+}
+
+// Where row o's 8-row tile lies, and where offset `to` of that tile (as for_each_piece gives
+// it) goes. Tiles8: at `to`. Tiles16: the group of two 8-row tiles (rows 0-7: sub 0, 8-15: sub
+// 1) keeps each unit's granules side by side: unit p at 2 p U, the granule at unit offset x
+// (in a region starting at r, of granules of g bytes) at 2 x - (x - r) % g + sub g, so that the
+// 16 rows' granules make one 64-byte vector (or 32 bytes of binary16).
+struct TilePlace {
+  const WeightMatrix* w = nullptr;
+  WeightLayout layout = WeightLayout::RowMajor;
+  int64_t group_start = 0, group = 1, sub = 0, unit = 1;
+  int64_t at(int64_t to) const {
+    if (group == 1) return group_start + to;
+    const int64_t x = to % unit;
+    const Granule g = granule(*w, layout, x);
+    return group_start + (to / unit) * 2 * unit + 2 * x - (x - g.region) % g.bytes + sub * g.bytes;
+  }
+};
+TilePlace tile_place(const WeightMatrix& w, WeightLayout layout, int64_t o) {
+  TilePlace p;
+  p.w = &w;
+  p.layout = layout;
+  p.group = tiles_per_group(layout);
+  p.unit = unit_bytes(w, layout);
+  const int64_t tile = o / kRepackTileRows;
+  p.group_start = (tile / p.group) * p.group * tile_bytes(w, layout);
+  p.sub = tile % p.group;
+  return p;
 }
 
 // Calls copy(row_offset, tile_offset, n_bytes) for every piece of row L (of its tile) in `layout`:
 // the pieces cover the row's bytes exactly once.
 template <typename Copy>
 void for_each_piece(const WeightMatrix& w, WeightLayout layout, int L, Copy copy) {
-  if (layout == WeightLayout::Q8_0Tiles8) {
+  if (is_q8_0(layout)) {
     for (int64_t b = 0; b < w.n_in / 32; ++b) {
       copy(b * kQ8BlockBytes, q8_scale_offset(b, L), 2);
       for (int k = 0; k < 8; ++k) copy(b * kQ8BlockBytes + 2 + 4 * k, q8_values_offset(b, k, L), 4);
     }
     return;
   }
-  if (layout == WeightLayout::Blocks32PairTiles8) {
+  if (layout == WeightLayout::Blocks32PairTiles16) {
     // LegacyFields' kBytes, kQsOffset (d[, m][, qh] come first) and kUnits, for the runtime type
     const int64_t block = static_cast<int64_t>(dtype_row_bytes(w.type, 32)), qs = block - 16, n_units = qs / 2;
     for (int64_t b = 0; b < w.n_in / 32; ++b) {
@@ -87,8 +149,23 @@ void for_each_piece(const WeightMatrix& w, WeightLayout layout, int L, Copy copy
 size_t repacked_bytes(const WeightMatrix& w) {
   const WeightLayout layout = target_layout(w);
   if (layout == WeightLayout::RowMajor) return 0;
-  const int64_t n_tiles = (w.n_out + kRepackTileRows - 1) / kRepackTileRows;
-  return static_cast<size_t>(n_tiles * tile_bytes(w, layout));
+  const int64_t group_rows = kRepackTileRows * tiles_per_group(layout);
+  const int64_t n_groups = (w.n_out + group_rows - 1) / group_rows;
+  return static_cast<size_t>(n_groups * tiles_per_group(layout) * tile_bytes(w, layout));
+}
+
+size_t repacked_offset(const WeightMatrix& w, int64_t o) {
+  const WeightLayout layout = target_layout(w);
+  if (layout == WeightLayout::RowMajor) {
+    throw Error(std::string("repack: no repacked layout for ") + dtype_name(w.type) + " weights on the " +
+                isa_name(active_isa()) + " path");
+  }
+  if (o == w.n_out) return repacked_bytes(w);
+  if (o < 0 || o > w.n_out || o % 16 != 0) {
+    throw Error("repack: row " + std::to_string(o) + " of " + std::to_string(w.n_out) +
+                " rows is neither a multiple of 16 nor the end");
+  }
+  return static_cast<size_t>(o / kRepackTileRows * tile_bytes(w, layout));
 }
 
 WeightMatrix repack_rows(const WeightMatrix& w, int64_t o_begin, int64_t o_end, void* dst) {
@@ -102,13 +179,12 @@ WeightMatrix repack_rows(const WeightMatrix& w, int64_t o_begin, int64_t o_end, 
     throw Error("repack: row range [" + std::to_string(o_begin) + ", " + std::to_string(o_end) + ") of " +
                 std::to_string(w.n_out) + " rows is not a range of whole 8-row tiles");
   }
-  const int64_t n_tile_bytes = tile_bytes(w, layout);
   uint8_t* out = static_cast<uint8_t*>(dst);
   for (int64_t o = o_begin; o < o_end; ++o) {
     const uint8_t* row = static_cast<const uint8_t*>(w.data) + o * static_cast<int64_t>(w.row_bytes);
-    uint8_t* tile = out + (o / kRepackTileRows) * n_tile_bytes;
+    const TilePlace place = tile_place(w, layout, o);
     for_each_piece(w, layout, static_cast<int>(o % kRepackTileRows),
-                   [&](int64_t from, int64_t to, size_t n) { std::memcpy(tile + to, row + from, n); });
+                   [&](int64_t from, int64_t to, size_t n) { std::memcpy(out + place.at(to), row + from, n); });
   }
   WeightMatrix view = w;
   view.data = dst;
@@ -122,10 +198,11 @@ void copy_weight_row(const WeightMatrix& w, int64_t o, void* dst) {
     std::memcpy(dst, static_cast<const uint8_t*>(w.data) + o * static_cast<int64_t>(w.row_bytes), w.row_bytes);
     return;
   }
-  const uint8_t* tile = static_cast<const uint8_t*>(w.data) + (o / kRepackTileRows) * tile_bytes(w, w.layout);
+  const uint8_t* in = static_cast<const uint8_t*>(w.data);
+  const TilePlace place = tile_place(w, w.layout, o);
   uint8_t* row = static_cast<uint8_t*>(dst);
   for_each_piece(w, w.layout, static_cast<int>(o % kRepackTileRows),
-                 [&](int64_t from, int64_t to, size_t n) { std::memcpy(row + from, tile + to, n); });
+                 [&](int64_t from, int64_t to, size_t n) { std::memcpy(row + from, in + place.at(to), n); });
 }
 
 }  // namespace specdec

@@ -110,7 +110,7 @@ void Transformer::Weights::FreeBytes::operator()(uint8_t* p) const { std::free(p
 
 size_t Transformer::Weights::repack(const GgufFile& gguf, ThreadPool& pool) {
   constexpr int64_t kChunkRows = 256;  // rows per task: zeroed, copied, then released from the mapping
-  static_assert(kChunkRows % kRepackTileRows == 0);
+  static_assert(kChunkRows % kRepackTileRows == 0 && kChunkRows % 16 == 0);  // repacked_offset: multiples of 16
   size_t total = 0;
   auto repack_one = [&](WeightMatrix& w) {
     const size_t n_bytes = repacked_bytes(w);
@@ -120,14 +120,13 @@ size_t Transformer::Weights::repack(const GgufFile& gguf, ThreadPool& pool) {
     if (!buffer) throw Error(gguf.path() + ": out of memory for " + std::to_string(n_alloc) + " bytes of repacked weights");
     uint8_t* dst = buffer.get();
     std::memset(dst + n_bytes, 0, n_alloc - n_bytes);
-    const size_t tile_bytes = n_bytes / static_cast<size_t>((w.n_out + kRepackTileRows - 1) / kRepackTileRows);
     const auto* src = static_cast<const uint8_t*>(w.data);
     const int n_chunks = static_cast<int>((w.n_out + kChunkRows - 1) / kChunkRows);
     WeightMatrix view;  // written by chunk 0; read after the call (which orders it)
     pool.parallel_for(n_chunks, [&](int chunk, int) {
       const int64_t o = chunk * kChunkRows, o_end = std::min(w.n_out, o + kChunkRows);
-      const int64_t tile_end = (o_end + kRepackTileRows - 1) / kRepackTileRows;
-      std::memset(dst + o / kRepackTileRows * tile_bytes, 0, static_cast<size_t>(tile_end - o / kRepackTileRows) * tile_bytes);
+      const size_t begin = repacked_offset(w, o), end = repacked_offset(w, o_end);
+      std::memset(dst + begin, 0, end - begin);
       const WeightMatrix part = repack_rows(w, o, o_end, dst);
       if (chunk == 0) view = part;
       gguf.release_pages(src + o * static_cast<int64_t>(w.row_bytes), static_cast<size_t>(o_end - o) * w.row_bytes);

@@ -1,4 +1,4 @@
-// Repacked weights (repack_rows: Q8_0Tiles8, Chunks16Tiles8): the AVX2 and AVX-512 kernels over
+// Repacked weights (repack_rows: the Tiles8 and Tiles16 layouts): the AVX2 and AVX-512 kernels over
 // the repacked copy give bit for bit the in-place kernel's outputs for every M, odd shapes (a partial last
 // tile, an odd block count) and thread counts; copy_weight_row restores every row; a repacked
 // matrix used on another ISA falls back to row-major order with that ISA's bits; and only the
@@ -40,8 +40,8 @@ struct FreeDeleter {
   void operator()(uint8_t* p) const { std::free(p); }
 };
 
-// The types with a repacked layout on the active ISA: AVX2 and AVX-512 share Q8_0 and the
-// K-quants' layouts; AVX-512 also repacks the legacy 32-value types.
+// The types with a repacked layout on the active ISA: AVX2 (Tiles8) and AVX-512 (Tiles16)
+// repack Q8_0 and the K-quants; AVX-512 also the legacy 32-value types.
 std::vector<DType> repacked_types() {
   std::vector<DType> types = {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   if (active_isa() == Isa::Avx512) types.insert(types.end(), {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1});
@@ -52,8 +52,10 @@ bool is_k_quant(DType type) { return type == DType::Q4_K || type == DType::Q5_K 
 bool is_legacy(DType type) { return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1; }
 
 WeightLayout expected_layout(DType type) {
-  if (is_legacy(type)) return WeightLayout::Blocks32PairTiles8;
-  return type == DType::Q8_0 ? WeightLayout::Q8_0Tiles8 : WeightLayout::Chunks16Tiles8;
+  const bool wide = active_isa() == Isa::Avx512;
+  if (is_legacy(type)) return WeightLayout::Blocks32PairTiles16;
+  if (type == DType::Q8_0) return wide ? WeightLayout::Q8_0Tiles16 : WeightLayout::Q8_0Tiles8;
+  return wide ? WeightLayout::Chunks16Tiles16 : WeightLayout::Chunks16Tiles8;
 }
 
 // A matrix and its repacked copy (made while the tested path is active).
@@ -201,6 +203,10 @@ TEST(Repack, OnlyTypesAndIsasWithALayoutAndWholeTiles) {
       EXPECT_THROW(repack_rows(w8, 0, 12, dst.data()), Error);   // ends inside a tile
       EXPECT_THROW(repack_rows(w8, 0, 17, dst.data()), Error);   // past n_out
       EXPECT_NO_THROW(repack_rows(w8, 8, 16, dst.data()));
+      EXPECT_EQ(repacked_offset(w8, 0), 0u);  // the loader's chunks: rows from a multiple of 16
+      EXPECT_EQ(repacked_offset(w8, 16), repacked_bytes(w8));
+      EXPECT_THROW(repacked_offset(w8, 8), Error);
+      EXPECT_THROW(repacked_offset(w8, 32), Error);
       WeightMatrix twice = repack_rows(w8, 0, 16, dst.data());
       EXPECT_EQ(repacked_bytes(twice), 0u);  // already repacked
     } else {
