@@ -1,8 +1,9 @@
 // kernels/matmul_tiles_avx512.h — what the AVX-512 tile files share (matmul_tiles_avx512.cpp:
 // Q8_0, Q4_K, Q5_K, Q6_K and the repacked layouts; matmul_tiles_small_avx512.cpp: the legacy
 // 32-value types, Q2_K and Q3_K): the 16-row Tile over the file's rows and its accessors, the
-// Tile16 over the repacked Tiles16 layouts, the VNNI dot products and the tile loops. Include only from translation units compiled with the AVX-512 flags: everything here
-// has internal linkage, so no copy built with wide-ISA flags can serve another file.
+// Tile16 over the repacked Tiles16 layouts, the VNNI dot products and the tile loops. Include
+// only from translation units compiled with the AVX-512 flags: everything here has internal
+// linkage, so no copy built with wide-ISA flags can serve another file.
 //
 // Layout: a tile is 16 weight rows, one per vector lane. For each block of 32 weight values the
 // 16 rows' bytes are transposed in registers into 8 vectors v[k] whose lane L holds values
