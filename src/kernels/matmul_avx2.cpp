@@ -48,7 +48,7 @@ constexpr int64_t weight_bytes() { return T == DType::F32 ? 4 : 2; }
 // i = 0, 8, ..., a zero-padded tail last; y = hsum(acc). The same for every W and R.
 template <DType T, int W, int R>
 void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float* y, int64_t n_out,
-                NextRows ahead = {}) {
+                RowPrefetch pf = {}) {
   constexpr int64_t wb = weight_bytes<T>();
   __m256 acc[W][R];
 #pragma GCC unroll 8
@@ -57,7 +57,7 @@ void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float*
     for (int r = 0; r < R; ++r) acc[k][r] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n_in; i += 8) {
-    prefetch_step(ahead, i / 8);
+    if (((i * wb) & 63) == 0) prefetch_rows<W>(pf, rows, i * wb);
     __m256 wv[W];
 #pragma GCC unroll 8
     for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k] + i * wb);
@@ -89,14 +89,15 @@ void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float*
     for (int r = 0; r < R; ++r) y[r * n_out + k] = hsum(acc[k][r]);
 }
 
-// ahead: the next group, prefetched during the first row block.
+// pf: the group's row streams, prefetched during the first row block (later blocks find the
+// group's rows in the caches).
 template <DType T, int W, int RMAX>
-void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o, NextRows ahead = {}) {
+void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o, RowPrefetch pf = {}) {
   const WeightMatrix& w = *job.w;
   for (int r0 = 0; r0 < job.M; r0 += RMAX) {
     const float* x = job.x + r0 * w.n_in;
     float* y = job.y + r0 * w.n_out + o;
-    const NextRows a = r0 == 0 ? ahead : NextRows{};
+    const RowPrefetch a = r0 == 0 ? pf : RowPrefetch{};
     switch (min_rows(RMAX, job.M - r0)) {
       case 1: float_tile<T, W, 1>(rows, x, w.n_in, y, w.n_out, a); break;
       case 2: float_tile<T, W, (RMAX >= 2 ? 2 : 1)>(rows, x, w.n_in, y, w.n_out, a); break;
@@ -116,12 +117,11 @@ void float_range_w(const RangeJob& job) {
   for (; o + W <= job.o_end; o += W) {
     const uint8_t* rows[W];
     for (int k = 0; k < W; ++k) rows[k] = base + (o + k) * w.row_bytes;
-    const NextRows ahead = next_rows(rows[0], W, static_cast<int64_t>(w.row_bytes), w.n_in / 8, o + 2 * W <= job.o_end);
-    float_tiles<T, W, RMAX>(rows, job, o, ahead);
+    float_tiles<T, W, RMAX>(rows, job, o, row_prefetch(W, static_cast<int64_t>(w.row_bytes)));
   }
   for (; o < job.o_end; ++o) {
     const uint8_t* row = base + o * w.row_bytes;
-    float_tiles<T, 1, RMAX>(&row, job, o);
+    float_tiles<T, 1, RMAX>(&row, job, o, row_prefetch(1, static_cast<int64_t>(w.row_bytes)));
   }
 }
 

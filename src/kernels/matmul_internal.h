@@ -262,32 +262,37 @@ void matmul_range_amx(const RangeJob& job);
 // below, the VNNI tiles were faster for every type measured (BENCHMARKS section 20).
 constexpr int kAmxMinRows = 32;
 
-// The float tiles' prefetch of the next group of weight rows (matmul_avx2.cpp,
-// matmul_avx512.cpp): W interleaved row streams are followed poorly by the hardware
-// prefetchers, so while a group is multiplied the next one (contiguous after it) is asked for,
-// step_bytes per vector iteration (none when next is null), as the quantized tiles do. Internal
-// linkage, as RowBlock: no copy compiled with wide-ISA flags can serve another file.
+// The float tiles' prefetch (matmul_avx2.cpp, matmul_avx512.cpp). A group of W weight rows is
+// read as W interleaved streams (row k at the tile's pace), which the hardware prefetchers
+// follow poorly: a 2-thread M = 1 F16 call from memory read 37-46 GB/s so, 48-55 with each
+// stream prefetched kFloatPrefetchBytes / W bytes ahead into L1 (BENCHMARKS 28). Near a row's
+// end the stream goes on into the same row of the next group (the rows are contiguous, so W
+// rows further). Internal linkage, as RowBlock: no copy compiled with wide-ISA flags can serve
+// another file.
 namespace {
-struct NextRows {
-  const uint8_t* next = nullptr;
-  int64_t step_bytes = 0;
+constexpr int64_t kFloatPrefetchBytes = 4096;  // all W streams together (as kTile16PrefetchBytes)
+
+struct RowPrefetch {
+  int64_t row_bytes = 0;    // 0: none (a later row block, which finds the group in the caches)
+  int64_t group_bytes = 0;  // W row_bytes: from a row to the same row of the next group
+  int64_t ahead = 0;        // bytes ahead in each stream: a multiple of 64
 };
 
-// The next group of w_rows rows of row_bytes after `group`, spread over n_steps iterations;
-// none when that group does not lie within the caller's range (another task's rows).
-constexpr NextRows next_rows(const uint8_t* group, int64_t w_rows, int64_t row_bytes, int64_t n_steps, bool within) {
-  if (!within) return NextRows{};
-  const int64_t steps = n_steps > 0 ? n_steps : 1;
-  const int64_t lines = (w_rows * row_bytes + 63) / 64;
-  return NextRows{group + w_rows * row_bytes, 64 * ((lines + steps - 1) / steps)};
+constexpr RowPrefetch row_prefetch(int64_t w_rows, int64_t row_bytes) {
+  const int64_t ahead = (kFloatPrefetchBytes / w_rows) & ~int64_t{63};
+  return RowPrefetch{row_bytes, w_rows * row_bytes, ahead > 64 ? ahead : 64};
 }
 
-// Asks for the part of the next group that belongs to vector iteration `step` (into the outer
-// caches, as _MM_HINT_T2; a hint: no fault past the matrix, no effect on results).
-inline void prefetch_step(const NextRows& ahead, int64_t step) {
-  if (ahead.next == nullptr) return;
-  const uint8_t* p = ahead.next + step * ahead.step_bytes;
-  for (int64_t b = 0; b < ahead.step_bytes; b += 64) __builtin_prefetch(p + b, 0, 1);
+// Asks for the line `ahead` bytes past byte `pos` of each of the W rows (call once per 64
+// bytes of a row). A hint: no fault past the matrix, no effect on results. always_inline: GCC
+// deletes calls of out-of-line prefetch-only functions (it counts them as "const").
+template <int W>
+[[gnu::always_inline]] inline void prefetch_rows(const RowPrefetch& pf, const uint8_t* const* rows, int64_t pos) {
+  if (pf.row_bytes == 0) return;
+  const int64_t at = pos + pf.ahead;
+  const int64_t shift = at < pf.row_bytes ? at : pf.group_bytes + at - pf.row_bytes;
+#pragma GCC unroll 8
+  for (int k = 0; k < W; ++k) __builtin_prefetch(rows[k] + shift, 0, 3);
 }
 }  // namespace
 
