@@ -131,19 +131,19 @@ bool needs_row_major_copy(const WeightMatrix& w) {
   if (w.layout == WeightLayout::RowMajor) return false;
   const bool legacy = w.type == DType::Q4_0 || w.type == DType::Q4_1 || w.type == DType::Q5_0 || w.type == DType::Q5_1;
   const bool k_quant = w.type == DType::Q4_K || w.type == DType::Q5_K || w.type == DType::Q6_K;
-  bool wide = false, known = false;
+  bool known = false;
   switch (w.layout) {
-    case WeightLayout::Q8_0Tiles16: wide = true; [[fallthrough]];
+    case WeightLayout::Q8_0Tiles16:
     case WeightLayout::Q8_0Tiles8: known = w.type == DType::Q8_0; break;
-    case WeightLayout::Chunks16Tiles16: wide = true; [[fallthrough]];
+    case WeightLayout::Chunks16Tiles16:
     case WeightLayout::Chunks16Tiles8: known = k_quant; break;
-    case WeightLayout::Blocks32PairTiles16: wide = true, known = legacy && w.n_in % 64 == 0; break;
+    case WeightLayout::Blocks32PairTiles16: known = legacy && w.n_in % 64 == 0; break;
     default: break;
   }
   if (!known || w.row_bytes != dtype_row_bytes(w.type, w.n_in))
     throw Error("matmul: bad repacked matrix (layout " + std::to_string(static_cast<int>(w.layout)) + ", type " +
                 dtype_name(w.type) + ")");
-  return active_isa() != (wide ? Isa::Avx512 : Isa::Avx2);
+  return active_isa() != (is_tiles16(w.layout) ? Isa::Avx512 : Isa::Avx2);
 }
 
 void matmul_row_major_copy(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool) {

@@ -142,8 +142,13 @@ bool unpack_row_scalar(DType type, const void* row, int64_t n_in, const Unpacked
 // 16 binary16 values one 32-byte load. A 16-row tile is one sequential stream, as a thread's
 // run of tiles is: read from memory at M = 1, the two 8-row streams of a pair of Tiles8 tiles
 // (the AVX-512 path's layout until 2026-11-27) and their prefetch ran 15-19% slower in a
-// whole decode (BENCHMARKS 27).
-//
+// whole decode (BENCHMARKS 27). is_tiles16: true for these (the AVX-512 path's layouts; every
+// other repacked layout is a Tiles8 one, the AVX2 path's).
+constexpr bool is_tiles16(WeightLayout layout) {
+  return layout == WeightLayout::Q8_0Tiles16 || layout == WeightLayout::Chunks16Tiles16 ||
+         layout == WeightLayout::Blocks32PairTiles16;
+}
+
 // ---- The Q8_0Tiles8 layout (WeightLayout::Q8_0Tiles8; written by repack_rows in repack.cpp, read
 // by matmul_repacked_avx2.cpp). Rows in tiles of 8 (the last tile zero-filled past n_out); a
 // tile's blocks of 32 values in pairs (the last pair's second block zero when n_in / 32 is odd):

@@ -55,9 +55,7 @@ int64_t super_block_bytes(DType type) { return static_cast<int64_t>(dtype_row_by
 bool is_q8_0(WeightLayout layout) { return layout == WeightLayout::Q8_0Tiles8 || layout == WeightLayout::Q8_0Tiles16; }
 
 // 8-row tiles per stored tile: 2 in the Tiles16 layouts, whose 8-row tiles alternate unit by unit.
-int64_t tiles_per_group(WeightLayout layout) {
-  return layout == WeightLayout::Q8_0Tiles8 || layout == WeightLayout::Chunks16Tiles8 ? 1 : 2;
-}
+int64_t tiles_per_group(WeightLayout layout) { return is_tiles16(layout) ? 2 : 1; }
 
 // Bytes of one unit of an 8-row tile (a pair of blocks, a super-block): the layouts' step.
 int64_t unit_bytes(const WeightMatrix& w, WeightLayout layout) {
