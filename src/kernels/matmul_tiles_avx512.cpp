@@ -44,13 +44,11 @@ template <typename TileT, typename RB>
 void q8_0_tile(const TileT& t, int64_t n_blocks, const RB& rb, __m512* acc) {
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const int64_t off = b * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
     prefetch_next(t, b);
     __m512i v[8];
-    load_transposed32(t, off + 2, v);
+    const __m512 d = q8_0_block(t, b, v);
     #pragma GCC unroll 16
     for (int k = 0; k < 8; ++k) v[k] = _mm512_xor_si512(v[k], bias);  // q + 128 as u8
-    const __m512 d = gather_half(t, off, 0);
     for (int r = 0; r < rb.R; ++r) {
       const __m512i s = block_dot(v, rb.values(r) + 32 * b, _mm512_set1_epi32(rb.neg128_sum32(r, b)));
       const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(rb.da(r, b)));

@@ -184,6 +184,66 @@ inline void load_transposed32(const TileT& t, int64_t off, __m512i* y) {
   load_transposed16(t, off + 16, y + 4);
 }
 
+// Super-block s of a tile, for the K-quant decoders below, which read it at offsets within the
+// super-block (compile-time constants once unrolled). In place: the file's offsets, s * B + off.
+// ChunkTile16: the unit's address once per super-block; each access then folds to a constant
+// offset from it, where the file-offset accessors above paid two divisions by B per access
+// (~70 scalar instructions per super-block that share ports 0 and 5 with the vector work on
+// Intel cores; BENCHMARKS 29).
+template <typename TileT>
+struct SuperBlock {
+  const TileT& t;
+  int64_t sb;  // s * B: the super-block's file offset
+};
+template <int64_t kBlock>
+struct ChunkSuperBlock {
+  const uint8_t* unit;  // the 16-row unit of super-block s: 2 kStride bytes
+};
+template <typename TileT>
+inline SuperBlock<TileT> super_block(const TileT& t, int64_t s, int64_t block_bytes) {
+  return {t, s * block_bytes};
+}
+template <int64_t kBlock>
+inline ChunkSuperBlock<kBlock> super_block(const ChunkTile16<kBlock>& t, int64_t s, int64_t /*block_bytes*/) {
+  return {t.p + s * (2 * ChunkTile16<kBlock>::kStride)};
+}
+template <typename TileT>
+inline void load_transposed16(const SuperBlock<TileT>& u, int64_t off, __m512i* y) { load_transposed16(u.t, u.sb + off, y); }
+template <typename TileT>
+inline __m512 gather_half(const SuperBlock<TileT>& u, int64_t off, int shift) { return gather_half(u.t, u.sb + off, shift); }
+// off: a multiple of 16 below 16 * kChunks.
+template <int64_t kBlock>
+inline void load_transposed16(const ChunkSuperBlock<kBlock>& u, int64_t off, __m512i* y) {
+  #pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) y[k] = load64(u.unit + 2 * (128 * (off / 16) + 32 * k));
+}
+// The binary16 value at byte off + shift / 8 of every row, which must lie in the tail.
+template <int64_t kBlock>
+inline __m512 gather_half(const ChunkSuperBlock<kBlock>& u, int64_t off, int shift) {
+  constexpr int64_t kChunks = ChunkTile16<kBlock>::kChunks;
+  return halves16(u.unit + 2 * (128 * kChunks + 16 * ((off + shift / 8 - 16 * kChunks) / 2)));
+}
+
+// Block b of a Q8_0 tile by its index: v[k] lane L = q[4k..4k+3] of row L (as u8 q + 128 after
+// the caller's bias), the 16 scales returned. The in-place Tile reads the file's offsets; the
+// Q8Tile16 finds the block with a shift and a multiply instead of the two divisions by 34 of
+// the offset accessors above (per block, ~45 scalar instructions that share ports 0 and 5
+// with the vector work on Intel cores; BENCHMARKS 29).
+inline __m512 q8_0_block(const Tile& t, int64_t b, __m512i* v) {
+  const int64_t off = b * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
+  load_transposed32(t, off + 2, v);
+  return gather_half(t, off, 0);
+}
+inline __m512 q8_0_block(const Q8Tile16& t, int64_t b, __m512i* v) {
+  // pair unit b / 2: [0, 64) the two blocks' 16 scales each, then each block's 8 vectors
+  const uint8_t* unit = t.p + (b >> 1) * (2 * kQ8PairBytes);
+  const int64_t odd = b & 1;
+  const uint8_t* q = unit + 64 + 512 * odd;
+  #pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) v[k] = load64(q + 64 * k);
+  return halves16(unit + 32 * odd);
+}
+
 // acc += dot4(w (u8), the 4 int8 values at a broadcast to every lane). The activations are
 // an embedded-broadcast memory operand (GCC does not fold the broadcast into vpdpbusd itself).
 inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* a) {
@@ -294,9 +354,9 @@ inline void q45_k_sub_blocks(const TileT& t, int64_t s, Fn&& fn) {
   constexpr int64_t kQsOffset = kFiveBit ? 48 : 16;  // offsetof(Block, qs)
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
   const __m512i bit4 = _mm512_set1_epi8(0x10);
-  const int64_t sb = s * static_cast<int64_t>(sizeof(Block));
+  const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(Block)));
   __m512i h[4];  // h[0]: d | dmin << 16; h[1..3]: packed scale bytes 0-3, 4-7, 8-11
-  load_transposed16(t, sb, h);
+  load_transposed16(sb, 0, h);
   const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
   const __m512 d16 = _mm512_mul_ps(d, _mm512_set1_ps(0.0625f));  // exact: a power of two
   const __m512 neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16))));
@@ -308,12 +368,12 @@ inline void q45_k_sub_blocks(const TileT& t, int64_t s, Fn&& fn) {
                                        _mm512_and_si512(_mm512_srli_epi32(h[2], 2), m45));
   __m512i qh[8];  // Q5_K: qh[k] lane L = qh bytes 4k..4k+3 of row L (values 4k..4k+3 of each sub-block)
   if constexpr (kFiveBit) {
-    load_transposed32(t, sb + 16, qh);
+    load_transposed32(sb, 16, qh);
   }
   #pragma GCC unroll 4
   for (int j = 0; j < 4; ++j) {  // 64 values: sub-blocks 2j (low nibbles) and 2j + 1 (high)
     __m512i raw[8];
-    load_transposed32(t, sb + kQsOffset + 32 * j, raw);
+    load_transposed32(sb, kQsOffset + 32 * j, raw);
     #pragma GCC unroll 16
     for (int half = 0; half < 2; ++half) {
       const int sub = 2 * j + half;
@@ -350,16 +410,16 @@ inline void q45_k_sub_blocks(const TileT& t, int64_t s, Fn&& fn) {
 template <typename TileT, typename Fn>
 inline void q6_k_blocks(const TileT& t, int64_t s, Fn&& fn) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
-  const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ6_K));
-  const __m512 d = gather_half(t, sb + 206, 16);  // d is the last 2 bytes of the block
+  const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(quant::BlockQ6_K)));
+  const __m512 d = gather_half(sb, 206, 16);  // d is the last 2 bytes of the block
   __m512i sc[4];  // sc[q] lane L: scales 4q..4q+3 of row L
-  load_transposed16(t, sb + 192, sc);
+  load_transposed16(sb, 192, sc);
   #pragma GCC unroll 2
   for (int n = 0; n < 2; ++n) {
     __m512i ql_a[8], ql_c[8], qh[8];
-    load_transposed32(t, sb + 64 * n, ql_a);
-    load_transposed32(t, sb + 64 * n + 32, ql_c);
-    load_transposed32(t, sb + 128 + 32 * n, qh);
+    load_transposed32(sb, 64 * n, ql_a);
+    load_transposed32(sb, 64 * n + 32, ql_c);
+    load_transposed32(sb, 128 + 32 * n, qh);
     #pragma GCC unroll 4
     for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
       __m512i v[8];
