@@ -45,126 +45,12 @@
 
 #include "kernels/matmul_avx2_rows.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/matmul_tiles_avx2.h"
 #include "kernels/quant_blocks.h"
 
 namespace specdec::matmul_detail {
 
 namespace {
-
-// Weight rows of one tile: row L at base + offset[L] (rows past the end repeat the last one).
-struct Tile {
-  const uint8_t* rows[kLanes];
-  __m256i offset;  // (8) int32 byte offsets of the rows from rows[0], for gathers
-  // The next tile's bytes (the 8 rows after this one, contiguous) are prefetched in order,
-  // spread over this tile's block iterations: a tile reads 8 interleaved streams, which the
-  // hardware prefetchers follow poorly. Prefetches past the matrix are harmless.
-  const uint8_t* next = nullptr;
-  int64_t step_bytes = 0;  // bytes of the next tile prefetched per block iteration
-};
-
-inline void prefetch_next(const Tile& t, int64_t step) {
-  const char* p = reinterpret_cast<const char*>(t.next + step * t.step_bytes);
-  for (int64_t i = 0; i < t.step_bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
-}
-
-Tile make_tile(const WeightMatrix& w, int64_t o0, int n_valid, int64_t n_steps) {
-  Tile t;
-  const int64_t row_bytes = static_cast<int64_t>(w.row_bytes);
-  t.next = static_cast<const uint8_t*>(w.data) + (o0 + kLanes) * row_bytes;
-  const int64_t lines = (kLanes * row_bytes + 63) / 64;
-  t.step_bytes = 64 * ((lines + n_steps - 1) / n_steps);
-  const uint8_t* base = static_cast<const uint8_t*>(w.data) + o0 * row_bytes;
-  alignas(32) int32_t off[kLanes];
-  #pragma GCC unroll 8
-  for (int L = 0; L < kLanes; ++L) {
-    const int64_t o = min_int(L, n_valid - 1);
-    t.rows[L] = base + o * row_bytes;
-    off[L] = static_cast<int32_t>(o * row_bytes);  // < 8 rows: fits (rows are far below 256 MiB)
-  }
-  t.offset = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
-  return t;
-}
-
-// The 16 bytes at offset `off` of every row, transposed: y[k] lane L = bytes 4k..4k+3 of row L.
-inline void load_transposed16(const Tile& t, int64_t off, __m256i* y) {
-  __m256i x[4];
-  #pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g)
-    x[g] = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[g] + off))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(t.rows[4 + g] + off)), 1);
-  const __m256i t0 = _mm256_unpacklo_epi32(x[0], x[1]), t1 = _mm256_unpackhi_epi32(x[0], x[1]);
-  const __m256i t2 = _mm256_unpacklo_epi32(x[2], x[3]), t3 = _mm256_unpackhi_epi32(x[2], x[3]);
-  y[0] = _mm256_unpacklo_epi64(t0, t2);
-  y[1] = _mm256_unpackhi_epi64(t0, t2);
-  y[2] = _mm256_unpacklo_epi64(t1, t3);
-  y[3] = _mm256_unpackhi_epi64(t1, t3);
-}
-
-// The 32 bytes at offset `off` of every row, transposed: y[k] lane L = bytes 4k..4k+3 of row L.
-inline void load_transposed32(const Tile& t, int64_t off, __m256i* y) {
-  load_transposed16(t, off, y);
-  load_transposed16(t, off + 16, y + 4);
-}
-
-// 8 binary16 values, one per lane, from the low (shift 0) or high (shift 16) half of each dword.
-inline __m256 half_lanes(__m256i h, int shift) {
-  h = shift == 0 ? _mm256_and_si256(h, _mm256_set1_epi32(0xFFFF)) : _mm256_srli_epi32(h, 16);
-  // 128-bit lane l: halves of lanes 4l..4l+3 twice -> qwords 0 and 2 hold lanes 0..7 in order
-  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
-  return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
-}
-
-// The binary16 value in the low (shift 0) or high (shift 16) half of the dword at rows[L] + off.
-inline __m256 gather_half(const Tile& t, int64_t off, int shift) {
-  return half_lanes(_mm256_i32gather_epi32(reinterpret_cast<const int*>(t.rows[0] + off), t.offset, 1), shift);
-}
-
-// ---- The same accessors over a Chunks16Tiles8 tile (matmul_internal.h): the transposed 16-byte
-// chunks are stored, so each load_transposed16 is 4 aligned loads. kBlock: the super-block's
-// bytes in the file (offsets passed in are the file's: s * kBlock + offset in the block).
-template <int64_t kBlock>
-struct ChunkTile {
-  static constexpr int64_t kStride = chunk16_block_bytes(kBlock);  // bytes per super-block
-  static constexpr int64_t kChunks = kBlock / 16;
-  const uint8_t* base = nullptr;   // the tile's first super-block
-  int64_t prefetch_ahead = 0;      // bytes ahead of the current super-block prefetched
-};
-
-template <int64_t kBlock>
-inline void prefetch_next(const ChunkTile<kBlock>& t, int64_t s) {
-  const char* p = reinterpret_cast<const char*>(t.base + s * ChunkTile<kBlock>::kStride + t.prefetch_ahead);
-  for (int64_t i = 0; i < ChunkTile<kBlock>::kStride; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
-}
-
-// off: a multiple of 16 below 16 * kChunks within its super-block.
-template <int64_t kBlock>
-inline void load_transposed16(const ChunkTile<kBlock>& t, int64_t off, __m256i* y) {
-  const int64_t s = off / kBlock, c = (off - s * kBlock) / 16;
-  const uint8_t* p = t.base + s * ChunkTile<kBlock>::kStride + 128 * c;
-  #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) y[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32 * k));
-}
-
-template <int64_t kBlock>
-inline void load_transposed32(const ChunkTile<kBlock>& t, int64_t off, __m256i* y) {
-  load_transposed16(t, off, y);
-  load_transposed16(t, off + 16, y + 4);
-}
-
-// The binary16 value at byte off + shift / 8 of every row, which must lie in the tail.
-template <int64_t kBlock>
-inline __m256 gather_half(const ChunkTile<kBlock>& t, int64_t off, int shift) {
-  const int64_t s = off / kBlock, u = (off - s * kBlock + shift / 8 - 16 * ChunkTile<kBlock>::kChunks) / 2;
-  const uint8_t* p = t.base + s * ChunkTile<kBlock>::kStride + 128 * ChunkTile<kBlock>::kChunks + 16 * u;
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// Byte g % 4 of packed[g / 4] in every lane, as an int32 (per-row bytes such as sub-block
-// scales, transposed 4 per lane).
-inline __m256i lane_byte(const __m256i* packed, int g) {
-  return _mm256_and_si256(_mm256_srli_epi32(packed[g / 4], 8 * (g % 4)), _mm256_set1_epi32(0xFF));
-}
 
 // ---- Q8_0: blocks of 34 bytes (binary16 d, 32 int8 q)
 void q8_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
@@ -282,10 +168,10 @@ void q45_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   const __m256i byte_mask = _mm256_set1_epi32(0xFF);
   for (int64_t s = 0; s < n_super; ++s) {
-    const int64_t sb = s * static_cast<int64_t>(sizeof(Block));
+    const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(Block)));
     prefetch_next(t, s);
     __m256i h[4];  // h[0]: d | dmin << 16; h[1..3]: packed scale bytes 0-3, 4-7, 8-11
-    load_transposed16(t, sb, h);
+    load_transposed16(sb, 0, h);
     const __m256 d = half_lanes(h[0], 0);
     const __m256 neg_dmin = _mm256_sub_ps(_mm256_setzero_ps(), half_lanes(h[0], 16));
     const __m256i m6 = _mm256_set1_epi8(0x3F), m4 = _mm256_set1_epi8(0x0F), m45 = _mm256_set1_epi8(0x30);
@@ -296,12 +182,12 @@ void q45_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
                                          _mm256_and_si256(_mm256_srli_epi32(h[2], 2), m45));
     __m256i qh[8];  // Q5_K: qh[k] lane L = qh bytes 4k..4k+3 of row L (values 4k..4k+3 of each sub-block)
     if constexpr (kFiveBit) {
-      load_transposed32(t, sb + 16, qh);
+      load_transposed32(sb, 16, qh);
     }
     #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {  // 64 values: sub-blocks 2j (low nibbles) and 2j + 1 (high)
       __m256i raw[8];
-      load_transposed32(t, sb + kQsOffset + 32 * j, raw);
+      load_transposed32(sb, kQsOffset + 32 * j, raw);
       #pragma GCC unroll 2
       for (int half = 0; half < 2; ++half) {
         const int sub = 2 * j + half;
@@ -345,17 +231,17 @@ template <typename Src, typename RB>
 void q6_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
   for (int64_t s = 0; s < n_super; ++s) {
-    const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ6_K));
+    const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(quant::BlockQ6_K)));
     prefetch_next(t, s);
-    const __m256 d = gather_half(t, sb + 206, 16);  // d is the last 2 bytes of the block
+    const __m256 d = gather_half(sb, 206, 16);  // d is the last 2 bytes of the block
     __m256i sc[4];  // sc[q] lane L: scales 4q..4q+3 of row L
-    load_transposed16(t, sb + 192, sc);
+    load_transposed16(sb, 192, sc);
     #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       __m256i ql_a[8], ql_c[8], qh[8];
-      load_transposed32(t, sb + 64 * n, ql_a);
-      load_transposed32(t, sb + 64 * n + 32, ql_c);
-      load_transposed32(t, sb + 128 + 32 * n, qh);
+      load_transposed32(sb, 64 * n, ql_a);
+      load_transposed32(sb, 64 * n + 32, ql_c);
+      load_transposed32(sb, 128 + 32 * n, qh);
       #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
         __m256i v[8];
@@ -559,10 +445,10 @@ bool matmul_range_tiled_avx2(const RangeJob& job) {
                         type == DType::Q5_1;
   if (!blocks32 && type != DType::Q2_K && type != DType::Q3_K && type != DType::Q4_K && type != DType::Q5_K && type != DType::Q6_K) return false;
   __m256 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 8 outputs
+  const int64_t step_bytes = tile_step_bytes(w, blocks32 ? w.n_in / 32 : w.n_in / 256);  // per block iteration
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    const int64_t n_steps = blocks32 ? w.n_in / 32 : w.n_in / 256;  // block iterations
-    const Tile t = make_tile(w, o0, n_valid, n_steps);
+    const Tile t = make_tile(w, o0, n_valid, step_bytes);
     for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
       const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
       for (int r = 0; r < rb.R; ++r) acc[r] = _mm256_setzero_ps();

@@ -48,11 +48,16 @@ inline void prefetch_next(const Tile& t, int64_t step) {
   for (int64_t i = 0; i < t.step_bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T2);
 }
 
-Tile make_tile(const WeightMatrix& w, int64_t o0, int n_valid, int64_t n_steps) {
+// Bytes of the next tile prefetched per block iteration: computed once per call (a division).
+inline int64_t tile_step_bytes(const WeightMatrix& w, int64_t n_steps) {
+  const int64_t lines = (kLanes * static_cast<int64_t>(w.row_bytes) + 63) / 64;
+  return 64 * ((lines + n_steps - 1) / n_steps);
+}
+
+Tile make_tile(const WeightMatrix& w, int64_t o0, int n_valid, int64_t step_bytes) {
   Tile t;
   t.next = static_cast<const uint8_t*>(w.data) + (o0 + kLanes) * static_cast<int64_t>(w.row_bytes);
-  const int64_t lines = (kLanes * static_cast<int64_t>(w.row_bytes) + 63) / 64;
-  t.step_bytes = 64 * ((lines + n_steps - 1) / n_steps);
+  t.step_bytes = step_bytes;
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   #pragma GCC unroll 16
   for (int L = 0; L < kLanes; ++L) {
@@ -310,9 +315,10 @@ inline void row_block_tiles(const RangeJob& job, const TileT& t, int64_t n_steps
 // inline everywhere or both loops shared one function.
 template <typename TileFn>
 [[gnu::flatten]] void in_place_tiles_one_row(const RangeJob& job, int64_t n_steps, TileFn& tile_fn) {
+  const int64_t step_bytes = tile_step_bytes(*job.w, n_steps);
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    one_row_tile(job, make_tile(*job.w, o0, n_valid, n_steps), n_steps, tile_fn, o0, n_valid);
+    one_row_tile(job, make_tile(*job.w, o0, n_valid, step_bytes), n_steps, tile_fn, o0, n_valid);
   }
 }
 
@@ -324,9 +330,10 @@ void in_place_tiles(const RangeJob& job, int64_t n_steps, TileFn tile_fn) {
   }
   const WeightMatrix& w = *job.w;
   __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
+  const int64_t step_bytes = tile_step_bytes(w, n_steps);
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    const Tile t = make_tile(w, o0, n_valid, n_steps);
+    const Tile t = make_tile(w, o0, n_valid, step_bytes);
     row_block_tiles(job, t, n_steps, tile_fn, o0, n_valid, acc);
   }
 }
@@ -448,22 +455,25 @@ inline void q6_k_blocks(const TileT& t, int64_t s, Fn&& fn) {
 }
 
 // The 16-row tile of rows o0..o0 + 15 (o0 a multiple of 16) of a Tiles16 matrix whose 8-row
-// tiles are tile8_bytes, read in n_steps block iterations (exactly 2 tile8_bytes / n_steps
-// bytes each, but for Q8_0 with an odd block count: the prefetch then runs slightly ahead).
+// tiles are tile8_bytes, read in n_steps block iterations of step_bytes = tile16_step_bytes
+// (exactly 2 tile8_bytes / n_steps, but for Q8_0 with an odd block count: the prefetch then runs
+// slightly ahead). The step is computed once per call, not per tile (an integer division).
+inline int64_t tile16_step_bytes(int64_t tile8_bytes, int64_t n_steps) { return 2 * tile8_bytes / n_steps; }
 template <typename TileT>
-inline TileT tile16(const WeightMatrix& w, int64_t o0, int64_t tile8_bytes, int64_t n_steps) {
+inline TileT tile16(const WeightMatrix& w, int64_t o0, int64_t tile8_bytes, int64_t step_bytes) {
   TileT t;
   t.p = static_cast<const uint8_t*>(w.data) + (o0 / 8) * tile8_bytes;
-  t.step_bytes = 2 * tile8_bytes / n_steps;
+  t.step_bytes = step_bytes;
   return t;
 }
 
 // M = 1, flattened: as in_place_tiles_one_row.
 template <typename TileT, typename TileFn>
 [[gnu::flatten]] void tiles16_one_row(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileFn& tile_fn) {
+  const int64_t step_bytes = tile16_step_bytes(tile8_bytes, n_steps);
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    one_row_tile(job, tile16<TileT>(*job.w, o0, tile8_bytes, n_steps), n_steps, tile_fn, o0, n_valid);
+    one_row_tile(job, tile16<TileT>(*job.w, o0, tile8_bytes, step_bytes), n_steps, tile_fn, o0, n_valid);
   }
 }
 
@@ -476,9 +486,10 @@ void tiles16(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileFn t
   }
   const WeightMatrix& w = *job.w;
   __m512 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 16 outputs
+  const int64_t step_bytes = tile16_step_bytes(tile8_bytes, n_steps);
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    row_block_tiles(job, tile16<TileT>(w, o0, tile8_bytes, n_steps), n_steps, tile_fn, o0, n_valid, acc);
+    row_block_tiles(job, tile16<TileT>(w, o0, tile8_bytes, step_bytes), n_steps, tile_fn, o0, n_valid, acc);
   }
 }
 
