@@ -89,9 +89,9 @@ inline __m256 gather_half(const Tile& t, int64_t off, int shift) {
   return half_lanes(_mm256_i32gather_epi32(reinterpret_cast<const int*>(t.rows[0] + off), t.offset, 1), shift);
 }
 
-// ---- The same accessors over a Chunks16Tiles8 tile (matmul_internal.h): the transposed 16-byte
-// chunks are stored, so each load_transposed16 is 4 aligned loads. kBlock: the super-block's
-// bytes in the file (offsets passed in are the file's: s * kBlock + offset in the block).
+// ---- A Chunks16Tiles8 tile (matmul_internal.h): the transposed 16-byte chunks are stored, so
+// each load_transposed16 is 4 aligned loads. kBlock: the super-block's bytes in the file. Read
+// through its super-block views (super_block below).
 template <int64_t kBlock>
 struct ChunkTile {
   static constexpr int64_t kStride = chunk16_block_bytes(kBlock);  // bytes per super-block
@@ -106,29 +106,6 @@ inline void prefetch_next(const ChunkTile<kBlock>& t, int64_t s) {
   for (int64_t i = 0; i < ChunkTile<kBlock>::kStride; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
 }
 
-// off: a multiple of 16 below 16 * kChunks within its super-block.
-template <int64_t kBlock>
-inline void load_transposed16(const ChunkTile<kBlock>& t, int64_t off, __m256i* y) {
-  const int64_t s = off / kBlock, c = (off - s * kBlock) / 16;
-  const uint8_t* p = t.base + s * ChunkTile<kBlock>::kStride + 128 * c;
-  #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) y[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32 * k));
-}
-
-template <int64_t kBlock>
-inline void load_transposed32(const ChunkTile<kBlock>& t, int64_t off, __m256i* y) {
-  load_transposed16(t, off, y);
-  load_transposed16(t, off + 16, y + 4);
-}
-
-// The binary16 value at byte off + shift / 8 of every row, which must lie in the tail.
-template <int64_t kBlock>
-inline __m256 gather_half(const ChunkTile<kBlock>& t, int64_t off, int shift) {
-  const int64_t s = off / kBlock, u = (off - s * kBlock + shift / 8 - 16 * ChunkTile<kBlock>::kChunks) / 2;
-  const uint8_t* p = t.base + s * ChunkTile<kBlock>::kStride + 128 * ChunkTile<kBlock>::kChunks + 16 * u;
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
 // Byte g % 4 of packed[g / 4] in every lane, as an int32 (per-row bytes such as sub-block
 // scales, transposed 4 per lane).
 inline __m256i lane_byte(const __m256i* packed, int g) {
@@ -138,7 +115,7 @@ inline __m256i lane_byte(const __m256i* packed, int g) {
 // Super-block s of a tile, for the K-quant tiles, which read it at offsets within the
 // super-block (compile-time constants once unrolled). In place: the file's offsets, s * B + off.
 // ChunkTile: the super-block's address once; each access then folds to a constant offset from
-// it, where the file-offset accessors above paid two divisions by B per access (BENCHMARKS 29).
+// it (file-offset accessors paid two divisions by B per access: BENCHMARKS 29).
 template <typename TileT>
 struct SuperBlock {
   const TileT& t;

@@ -108,9 +108,10 @@ inline __m512i gather_dword(const Tile& t, int64_t off) {
 // ---- The same accessors over the Tiles16 layouts (matmul_internal.h), which store the
 // transposed vectors of 16-row tiles: each is one aligned 64-byte load, each set of 16
 // binary16 values one 32-byte load (instead of four 16-byte loads, three inserts and two
-// unpack stages, and 16 scalar loads). Offsets passed in are the file's (b * 34 + ... or
-// s * kBlock + ...), as for the in-place Tile; x below is the Tiles8 form's offset in a unit,
-// whose 16-row data lies at 2 x in the unit's 2 U bytes.
+// unpack stages, and 16 scalar loads). The Q8Tile16 accessors take the file's offsets
+// (b * 34 + ...), as the in-place Tile's (the AMX tiles' use); q8_0_block reads a block by
+// index, and a ChunkTile16 is read through its super-block views (super_block below). x below is
+// the Tiles8 form's offset in a unit, whose 16-row data lies at 2 x in the unit's 2 U bytes.
 inline __m512i load64(const uint8_t* p) { return _mm512_load_si512(p); }
 inline __m512 halves16(const uint8_t* p) {  // 16 binary16 at p
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
@@ -164,23 +165,6 @@ struct ChunkTile16 : Tile16 {
   static constexpr int64_t kChunks = kBlock / 16;
 };
 
-// off: a multiple of 16 below 16 * kChunks within its super-block.
-template <int64_t kBlock>
-inline void load_transposed16(const ChunkTile16<kBlock>& t, int64_t off, __m512i* y) {
-  const int64_t s = off / kBlock, c = (off - s * kBlock) / 16;
-  const uint8_t* unit = t.p + s * (2 * ChunkTile16<kBlock>::kStride);
-  #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) y[k] = load64(unit + 2 * (128 * c + 32 * k));
-}
-
-// The binary16 value at byte off + shift / 8 of every row, which must lie in the tail.
-template <int64_t kBlock>
-inline __m512 gather_half(const ChunkTile16<kBlock>& t, int64_t off, int shift) {
-  using T = ChunkTile16<kBlock>;
-  const int64_t s = off / kBlock, u = (off - s * kBlock + shift / 8 - 16 * T::kChunks) / 2;
-  return halves16(t.p + s * (2 * T::kStride) + 2 * (128 * T::kChunks + 16 * u));
-}
-
 // The 32 bytes at offset `off` of every row of any tile above, transposed: y[k] lane L = bytes
 // 4k..4k+3 of row L (two load_transposed16).
 template <typename TileT>
@@ -192,9 +176,9 @@ inline void load_transposed32(const TileT& t, int64_t off, __m512i* y) {
 // Super-block s of a tile, for the K-quant decoders below, which read it at offsets within the
 // super-block (compile-time constants once unrolled). In place: the file's offsets, s * B + off.
 // ChunkTile16: the unit's address once per super-block; each access then folds to a constant
-// offset from it, where the file-offset accessors above paid two divisions by B per access
-// (~70 scalar instructions per super-block that share ports 0 and 5 with the vector work on
-// Intel cores; BENCHMARKS 29).
+// offset from it (file-offset accessors paid two divisions by B per access: ~70 scalar
+// instructions per super-block that share ports 0 and 5 with the vector work on Intel cores;
+// BENCHMARKS 29).
 template <typename TileT>
 struct SuperBlock {
   const TileT& t;
