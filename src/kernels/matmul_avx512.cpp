@@ -110,7 +110,8 @@ void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o, Row
   for (int r0 = 0; r0 < job.M; r0 += kFloatTileRows) {
     const float* x = job.x + r0 * w.n_in;
     float* y = job.y + r0 * w.n_out + o;
-    const RowPrefetch a = r0 == 0 ? pf : RowPrefetch{};
+    RowPrefetch a = r0 == 0 ? pf : RowPrefetch{};
+    a.into_l1 = job.M == 1;  // RowBlock::kPrefetchIntoL1
     switch (min_rows(kFloatTileRows, job.M - r0)) {
       case 1: float_tile<T, W, 1>(rows, x, w.n_in, y, w.n_out, a); break;
       case 2: float_tile<T, W, 2>(rows, x, w.n_in, y, w.n_out, a); break;

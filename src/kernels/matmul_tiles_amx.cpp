@@ -206,7 +206,7 @@ void amx_tile(const TileT& t, int64_t n_steps, const RowBlock& rb, __m512* acc) 
   for (int64_t s0 = 0; s0 < n_steps; s0 += kSteps) {
     const int n_chunk_steps = static_cast<int>(n_steps - s0 < kSteps ? n_steps - s0 : kSteps);
     for (int i = 0; i < n_chunk_steps; ++i) {
-      prefetch_next(t, s0 + i);
+      prefetch_next</*kIntoL1=*/true>(t, s0 + i);  // as before BENCHMARKS 30 (not measured on AMX since)
       Kind::decode(t, s0 + i, [&](int block, const __m512i* v, __m512 w0, __m512 w1) {
         const int at = i * Kind::kBlocksPerStep + block;
         #pragma GCC unroll 8

@@ -56,7 +56,7 @@ namespace {
 void q8_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int64_t off = b * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
-    prefetch_next(t, b);
+    prefetch_next<true>(t, b);
     __m256i v[8], v_abs[8];
     load_transposed32(t, off + 2, v);
     #pragma GCC unroll 8
@@ -117,7 +117,7 @@ void legacy_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* ac
   const __m256i dword_base = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int64_t off = b * static_cast<int64_t>(sizeof(Block));
-    prefetch_next(t, b);
+    prefetch_next<true>(t, b);
     __m256i raw[4], v[8];
     load_transposed16(t, off + kQsOffset, raw);
     #pragma GCC unroll 4
@@ -169,7 +169,7 @@ void q45_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
   const __m256i byte_mask = _mm256_set1_epi32(0xFF);
   for (int64_t s = 0; s < n_super; ++s) {
     const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(Block)));
-    prefetch_next(t, s);
+    prefetch_next<RB::kPrefetchIntoL1>(t, s);
     __m256i h[4];  // h[0]: d | dmin << 16; h[1..3]: packed scale bytes 0-3, 4-7, 8-11
     load_transposed16(sb, 0, h);
     const __m256 d = half_lanes(h[0], 0);
@@ -232,7 +232,7 @@ void q6_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
   for (int64_t s = 0; s < n_super; ++s) {
     const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(quant::BlockQ6_K)));
-    prefetch_next(t, s);
+    prefetch_next<RB::kPrefetchIntoL1>(t, s);
     const __m256 d = gather_half(sb, 206, 16);  // d is the last 2 bytes of the block
     __m256i sc[4];  // sc[q] lane L: scales 4q..4q+3 of row L
     load_transposed16(sb, 192, sc);
@@ -297,7 +297,7 @@ void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
   const __m256i m4 = _mm256_set1_epi32(0x0F0F0F0F), m2 = _mm256_set1_epi32(0x03030303), bias = _mm256_set1_epi32(32);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ3_K));
-    prefetch_next(t, s);
+    prefetch_next<true>(t, s);
     __m256i x[4];  // bytes 94..109 of each block: qs[62..63], scales[0..11], d
     load_transposed16(t, sb + 94, x);
     const __m256 d = half_lanes(x[3], 16);
@@ -350,7 +350,7 @@ void q2_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
   const __m256i nibble = _mm256_set1_epi32(0xF);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ2_K));
-    prefetch_next(t, s);
+    prefetch_next<true>(t, s);
     __m256i scb[4];  // scb[q] lane L byte j: scales[4q + j] of row L
     load_transposed16(t, sb, scb);
     const __m256i dm = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.rows[0] + sb + 80), t.offset, 1);

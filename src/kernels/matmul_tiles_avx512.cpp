@@ -44,7 +44,7 @@ template <typename TileT, typename RB>
 void q8_0_tile(const TileT& t, int64_t n_blocks, const RB& rb, __m512* acc) {
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < n_blocks; ++b) {
-    prefetch_next(t, b);
+    prefetch_next<RB::kPrefetchIntoL1>(t, b);
     __m512i v[8];
     const __m512 d = q8_0_block(t, b, v);
     #pragma GCC unroll 16
@@ -61,7 +61,7 @@ void q8_0_tile(const TileT& t, int64_t n_blocks, const RB& rb, __m512* acc) {
 template <bool kFiveBit, typename TileT, typename RB>
 void q45_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   for (int64_t s = 0; s < n_super; ++s) {
-    prefetch_next(t, s);
+    prefetch_next<RB::kPrefetchIntoL1>(t, s);
     q45_k_sub_blocks<kFiveBit>(t, s, [&](int sub, const __m512i* v, __m512 ws, __m512 wm) {
       const int64_t b = 8 * s + sub;
       for (int r = 0; r < rb.R; ++r) {
@@ -77,7 +77,7 @@ void q45_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
 template <typename TileT, typename RB>
 void q6_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   for (int64_t s = 0; s < n_super; ++s) {
-    prefetch_next(t, s);
+    prefetch_next<RB::kPrefetchIntoL1>(t, s);
     q6_k_blocks(t, s, [&](int block, const __m512i* v, __m512 ws0, __m512 ws1) {
       const int64_t b = 8 * s + block;
       for (int r = 0; r < rb.R; ++r) {

@@ -42,7 +42,9 @@ struct Tile {
   int64_t step_bytes = 0;  // bytes of the next tile prefetched per block iteration
 };
 
-// Prefetches the part of the next tile that belongs to block iteration `step`.
+// Prefetches the part of the next tile that belongs to block iteration `step`, into L2 at
+// every M (kIntoL1 is for the Tile16 overload's callers).
+template <bool kIntoL1>
 inline void prefetch_next(const Tile& t, int64_t step) {
   const char* p = reinterpret_cast<const char*>(t.next + step * t.step_bytes);
   for (int64_t i = 0; i < t.step_bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T2);
@@ -133,14 +135,16 @@ struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two block
 constexpr int64_t kTile16PrefetchBytes = 4096;
 
 // Prefetches the lines that start in the bytes step + kTile16PrefetchBytes will read: each line
-// once, past the tile into the next (contiguous) one; past the matrix: harmless.
+// once, past the tile into the next (contiguous) one; past the matrix: harmless. Into L1 or L2
+// (kIntoL1 = RB::kPrefetchIntoL1 of the caller's row block: RowBlock in matmul_internal.h).
 // always_inline: GCC 12 counts a prefetch as no side effect, so a call left out of line is to a
 // "const" function, and its result unused, the call is deleted (every prefetch vanished so).
+template <bool kIntoL1>
 [[gnu::always_inline]] inline void prefetch_next(const Tile16& t, int64_t step) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(t.p + step * t.step_bytes + kTile16PrefetchBytes);
   const uintptr_t end = begin + static_cast<uintptr_t>(t.step_bytes);
   for (uintptr_t line = (begin + 63) & ~uintptr_t{63}; line < end; line += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(line), kIntoL1 ? _MM_HINT_T0 : _MM_HINT_T1);
 }
 
 // off = b * 34 + 2 + 16 h: vectors 4h..4h+3 of block b.

@@ -70,7 +70,7 @@ void legacy_tile(const TileT& t, int64_t n_blocks, const RB& rb, __m512* acc) {
   // shuffle control: byte i of dword j (of each 128-bit lane) <- byte 4j + k/2; k/2 added below
   const __m512i dword_base = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C));
   for (int64_t b = 0; b < n_blocks; ++b) {
-    prefetch_next(t, b);
+    prefetch_next<RB::kPrefetchIntoL1>(t, b);
     __m512i raw[4], v[8];
     legacy_qs<F>(t, b, raw);
     #pragma GCC unroll 4
@@ -132,7 +132,7 @@ void q3_k_tile(const Tile& t, int64_t n_super, const RB& rb, __m512* acc) {
   const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m2 = _mm512_set1_epi32(0x03030303), bias = _mm512_set1_epi32(32);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ3_K));
-    prefetch_next(t, s);
+    prefetch_next<RB::kPrefetchIntoL1>(t, s);
     __m512i x[4];  // bytes 94..109 of each block: qs[62..63], scales[0..11], d
     load_transposed16(t, sb + 94, x);
     const __m512 d = half_of(x[3], 16);
@@ -180,7 +180,7 @@ void q2_k_tile(const Tile& t, int64_t n_super, const RB& rb, __m512* acc) {
   const __m512i nibble = _mm512_set1_epi32(0xF);
   for (int64_t s = 0; s < n_super; ++s) {
     const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ2_K));
-    prefetch_next(t, s);
+    prefetch_next<RB::kPrefetchIntoL1>(t, s);
     __m512i scb[4];  // scb[q] lane L byte j: scales[4q + j] of row L
     load_transposed16(t, sb, scb);
     const __m512i dm = gather_dword(t, sb + 80);
