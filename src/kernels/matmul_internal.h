@@ -212,7 +212,7 @@ struct RowBlock {
   // Where the tiles prefetch weights: into L2 (prefetcht1) when several rows are multiplied.
   // A weight block is read once into registers and applied to every row, while the rows'
   // activations are read again for each weight tile: L1 is theirs, and weight lines prefetched
-  // into it evicted them (BENCHMARKS 30: a 9-row Q4_K_M verify 1.4x as fast on Zen 4).
+  // into it evicted them (BENCHMARKS 30: a 9-row Q4_K_M verify in 0.66x the time on Zen 4).
   static constexpr bool kPrefetchIntoL1 = false;
   const QuantizedActs* acts;
   int r0, R;
