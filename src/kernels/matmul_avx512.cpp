@@ -110,8 +110,7 @@ void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o, Row
   for (int r0 = 0; r0 < job.M; r0 += kFloatTileRows) {
     const float* x = job.x + r0 * w.n_in;
     float* y = job.y + r0 * w.n_out + o;
-    RowPrefetch a = r0 == 0 ? pf : RowPrefetch{};
-    a.into_l1 = job.M == 1;  // RowBlock::kPrefetchIntoL1
+    const RowPrefetch a = r0 == 0 ? pf : RowPrefetch{};
     switch (min_rows(kFloatTileRows, job.M - r0)) {
       case 1: float_tile<T, W, 1>(rows, x, w.n_in, y, w.n_out, a); break;
       case 2: float_tile<T, W, 2>(rows, x, w.n_in, y, w.n_out, a); break;
@@ -133,11 +132,11 @@ void float_range_w(const RangeJob& job) {
   for (; o + W <= job.o_end; o += W) {
     const uint8_t* rows[W];
     for (int k = 0; k < W; ++k) rows[k] = base + (o + k) * w.row_bytes;
-    float_tiles<T, W>(rows, job, o, row_prefetch(W, static_cast<int64_t>(w.row_bytes)));
+    float_tiles<T, W>(rows, job, o, row_prefetch(W, static_cast<int64_t>(w.row_bytes), job.M));
   }
   for (; o < job.o_end; ++o) {
     const uint8_t* row = base + o * w.row_bytes;
-    float_tiles<T, 1>(&row, job, o, row_prefetch(1, static_cast<int64_t>(w.row_bytes)));
+    float_tiles<T, 1>(&row, job, o, row_prefetch(1, static_cast<int64_t>(w.row_bytes), job.M));
   }
 }
 

@@ -292,9 +292,10 @@ struct RowPrefetch {
   bool into_l1 = true;      // false (more than one activation row): into L2, as RowBlock's
 };
 
-constexpr RowPrefetch row_prefetch(int64_t w_rows, int64_t row_bytes) {
+// m_rows: the call's activation rows (into L1 for one, as RowBlock::kPrefetchIntoL1).
+constexpr RowPrefetch row_prefetch(int64_t w_rows, int64_t row_bytes, int m_rows) {
   const int64_t ahead = (kFloatPrefetchBytes / w_rows) & ~int64_t{63};
-  return RowPrefetch{row_bytes, w_rows * row_bytes, ahead > 64 ? ahead : 64};
+  return RowPrefetch{row_bytes, w_rows * row_bytes, ahead > 64 ? ahead : 64, m_rows == 1};
 }
 
 // Asks for the line `ahead` bytes past byte `pos` of each of the W rows (call once per 64
