@@ -147,6 +147,26 @@ template <bool kIntoL1>
     _mm_prefetch(reinterpret_cast<const char*>(line), kIntoL1 ? _MM_HINT_T0 : _MM_HINT_T1);
 }
 
+// Part `part` of kParts of the lines prefetch_next<kIntoL1>(t, step) asks for: the K-quant tiles
+// at M = 1 spread a super-block's prefetch (16 rows x 144-210 bytes: 36-53 lines) over its 8
+// blocks of 32 values, a few lines per block instead of one burst per super-block. On the
+// Zen 4 of BENCHMARKS 31 a 2-thread Q4_K M = 1 call from memory took ~0.85x as long so: a
+// burst of ~36 prefetches at once queues behind the L1's few miss buffers.
+template <bool kIntoL1, int kParts>
+[[gnu::always_inline]] inline void prefetch_next_part(const Tile16& t, int64_t step, int part) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.p + step * t.step_bytes + kTile16PrefetchBytes);
+  const uintptr_t first_line = (begin + 63) & ~uintptr_t{63};
+  const int64_t n_lines = static_cast<int64_t>(begin + static_cast<uintptr_t>(t.step_bytes) - first_line + 63) / 64;
+  const int64_t lo = n_lines * part / kParts, hi = n_lines * (part + 1) / kParts;
+  for (int64_t i = lo; i < hi; ++i)
+    _mm_prefetch(reinterpret_cast<const char*>(first_line + 64 * static_cast<uintptr_t>(i)), kIntoL1 ? _MM_HINT_T0 : _MM_HINT_T1);
+}
+// The in-place Tile keeps one burst per step (its next-tile stream goes to L2 at every M).
+template <bool kIntoL1, int kParts>
+inline void prefetch_next_part(const Tile& t, int64_t step, int part) {
+  if (part == 0) prefetch_next<kIntoL1>(t, step);
+}
+
 // off = b * 34 + 2 + 16 h: vectors 4h..4h+3 of block b.
 inline void load_transposed16(const Q8Tile16& t, int64_t off, __m512i* y) {
   const int64_t b = off / 34, h = (off - 34 * b - 2) / 16;
