@@ -215,7 +215,8 @@ struct RowBlock {
   // into it evicted them (BENCHMARKS 30: a 9-row Q4_K_M verify in 0.66x the time on Zen 4).
   static constexpr bool kPrefetchIntoL1 = false;
   // Whether the AVX-512 K-quant tiles spread a super-block's weight prefetch over its blocks
-  // of 32 values (prefetch_next_part) instead of one burst: for M = 1 only (BENCHMARKS 31).
+  // of 32 values (prefetch_next_part) instead of one burst: for M = 1 only (BENCHMARKS 31: at
+  // M = 9 it made no difference, and the AVX2 chunk tiles read slower so at M = 1).
   static constexpr bool kSpreadPrefetch = false;
   const QuantizedActs* acts;
   int r0, R;
