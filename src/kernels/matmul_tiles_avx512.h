@@ -422,21 +422,34 @@ inline void q45_k_sub_blocks(const TileT& t, int64_t s, Fn&& fn) {
 // fn(block, v, ws0, ws1) per block of 32 (groups 2 block, 2 block + 1): v[8] the values q + 32
 // (0..63) as u8, v[0..3] the first group's; ws0, ws1 = d * the groups' scales. The block's dot is
 // ws0 * sum((q + 32 - 32) * a over group 0) + ws1 * (the same over group 1).
-template <typename TileT, typename Fn>
+template <bool kReloadParts = false, typename TileT, typename Fn>
 inline void q6_k_blocks(const TileT& t, int64_t s, Fn&& fn) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
   const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(quant::BlockQ6_K)));
   const __m512 d = gather_half(sb, 206, 16);  // d is the last 2 bytes of the block
   __m512i sc[4];  // sc[q] lane L: scales 4q..4q+3 of row L
   load_transposed16(sb, 192, sc);
+  // kReloadParts, with a stored layout (ChunkTile16): each part reloads its 16 vectors (one
+  // aligned load each, from L1) instead of holding ql_a, ql_c and qh (24 vectors, spilled)
+  // across the 4 parts. A 9-row call took ~0.93x as long so, a 1-row one from memory ~1.03x
+  // (its loads then issue later; BENCHMARKS 31): the tiles ask for it for M > 1.
+  constexpr bool kReload = kReloadParts && !std::is_same_v<std::decay_t<decltype(sb)>, SuperBlock<TileT>>;
   #pragma GCC unroll 2
   for (int n = 0; n < 2; ++n) {
     __m512i ql_a[8], ql_c[8], qh[8];
-    load_transposed32(sb, 64 * n, ql_a);
-    load_transposed32(sb, 64 * n + 32, ql_c);
-    load_transposed32(sb, 128 + 32 * n, qh);
+    if constexpr (!kReload) {
+      load_transposed32(sb, 64 * n, ql_a);
+      load_transposed32(sb, 64 * n + 32, ql_c);
+      load_transposed32(sb, 128 + 32 * n, qh);
+    }
     #pragma GCC unroll 4
     for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
+      if constexpr (kReload) {
+        auto u = sb;
+        __asm__("" : "+r"(u.unit));  // opaque: GCC may not reuse the last part's loads
+        load_transposed32(u, 64 * n + 32 * (part % 2), part % 2 == 0 ? ql_a : ql_c);
+        load_transposed32(u, 128 + 32 * n, qh);
+      }
       __m512i v[8];
       #pragma GCC unroll 16
       for (int k = 0; k < 8; ++k) {
