@@ -216,7 +216,8 @@ struct RowBlock {
   static constexpr bool kPrefetchIntoL1 = false;
   // Whether the AVX-512 K-quant tiles spread a super-block's weight prefetch over its blocks
   // of 32 values (prefetch_next_part) instead of one burst: for M = 1 only (BENCHMARKS 31: at
-  // M = 9 it made no difference, and the AVX2 chunk tiles read slower so at M = 1).
+  // M = 9 it made no difference, and the AVX2 chunk tiles read slower so at M = 1). Also
+  // whether the Q6_K tile keeps a super-block's vectors in registers (q6_k_blocks' kReloadParts).
   static constexpr bool kSpreadPrefetch = false;
   const QuantizedActs* acts;
   int r0, R;

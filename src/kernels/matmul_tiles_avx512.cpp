@@ -79,7 +79,7 @@ template <typename TileT, typename RB>
 void q6_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   for (int64_t s = 0; s < n_super; ++s) {
     if constexpr (!RB::kSpreadPrefetch) prefetch_next<RB::kPrefetchIntoL1>(t, s);
-    q6_k_blocks</*kReloadParts=*/!RB::kPrefetchIntoL1>(t, s, [&](int block, const __m512i* v, __m512 ws0, __m512 ws1) {
+    q6_k_blocks</*kReloadParts=*/!RB::kSpreadPrefetch>(t, s, [&](int block, const __m512i* v, __m512 ws0, __m512 ws1) {
       if constexpr (RB::kSpreadPrefetch) prefetch_next_part<RB::kPrefetchIntoL1, 8>(t, s, block);
       const int64_t b = 8 * s + block;
       for (int r = 0; r < rb.R; ++r) {

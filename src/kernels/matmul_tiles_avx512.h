@@ -431,8 +431,9 @@ inline void q6_k_blocks(const TileT& t, int64_t s, Fn&& fn) {
   load_transposed16(sb, 192, sc);
   // kReloadParts, with a stored layout (ChunkTile16): each part reloads its 16 vectors (one
   // aligned load each, from L1) instead of holding ql_a, ql_c and qh (24 vectors, spilled)
-  // across the 4 parts. A 9-row call took ~0.93x as long so, a 1-row one from memory ~1.03x
-  // (its loads then issue later; BENCHMARKS 31): the tiles ask for it for M > 1.
+  // across the 4 parts. A 9-row call took ~0.93x as long so; 1-row calls from memory took up
+  // to 1.4x (their loads, issued later, no longer run ahead of the block loop; BENCHMARKS 31),
+  // so the tiles ask for it for multi-row blocks only.
   constexpr bool kReload = kReloadParts && !std::is_same_v<std::decay_t<decltype(sb)>, SuperBlock<TileT>>;
   #pragma GCC unroll 2
   for (int n = 0; n < 2; ++n) {
