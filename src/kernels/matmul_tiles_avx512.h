@@ -134,24 +134,16 @@ struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two block
 // (BENCHMARKS 27b). 2 KiB was slower for Q4_K, 8 KiB the same.
 constexpr int64_t kTile16PrefetchBytes = 4096;
 
-// Prefetches the lines that start in the bytes step + kTile16PrefetchBytes will read: each line
-// once, past the tile into the next (contiguous) one; past the matrix: harmless. Into L1 or L2
-// (kIntoL1 = RB::kPrefetchIntoL1 of the caller's row block: RowBlock in matmul_internal.h).
+// Prefetches part `part` of kParts of the lines that start in the bytes step +
+// kTile16PrefetchBytes will read (prefetch_next below: all of them): each line once, past the
+// tile into the next (contiguous) one; past the matrix: harmless. Into L1 or L2 (kIntoL1 =
+// RB::kPrefetchIntoL1 of the caller's row block: RowBlock in matmul_internal.h). The K-quant
+// tiles at M = 1 (RB::kSpreadPrefetch) spread a super-block's lines (16 rows x 144-210 bytes:
+// 36-53) over its 8 blocks of 32 values instead of one burst per super-block: on the Zen 4 of
+// BENCHMARKS 31 a 2-thread Q4_K M = 1 call from memory took ~0.85x as long so (a burst of ~36
+// prefetches queues behind the L1's few miss buffers).
 // always_inline: GCC 12 counts a prefetch as no side effect, so a call left out of line is to a
 // "const" function, and its result unused, the call is deleted (every prefetch vanished so).
-template <bool kIntoL1>
-[[gnu::always_inline]] inline void prefetch_next(const Tile16& t, int64_t step) {
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.p + step * t.step_bytes + kTile16PrefetchBytes);
-  const uintptr_t end = begin + static_cast<uintptr_t>(t.step_bytes);
-  for (uintptr_t line = (begin + 63) & ~uintptr_t{63}; line < end; line += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(line), kIntoL1 ? _MM_HINT_T0 : _MM_HINT_T1);
-}
-
-// Part `part` of kParts of the lines prefetch_next<kIntoL1>(t, step) asks for: the K-quant tiles
-// at M = 1 spread a super-block's prefetch (16 rows x 144-210 bytes: 36-53 lines) over its 8
-// blocks of 32 values, a few lines per block instead of one burst per super-block. On the
-// Zen 4 of BENCHMARKS 31 a 2-thread Q4_K M = 1 call from memory took ~0.85x as long so: a
-// burst of ~36 prefetches at once queues behind the L1's few miss buffers.
 template <bool kIntoL1, int kParts>
 [[gnu::always_inline]] inline void prefetch_next_part(const Tile16& t, int64_t step, int part) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(t.p + step * t.step_bytes + kTile16PrefetchBytes);
@@ -160,6 +152,10 @@ template <bool kIntoL1, int kParts>
   const int64_t lo = n_lines * part / kParts, hi = n_lines * (part + 1) / kParts;
   for (int64_t i = lo; i < hi; ++i)
     _mm_prefetch(reinterpret_cast<const char*>(first_line + 64 * static_cast<uintptr_t>(i)), kIntoL1 ? _MM_HINT_T0 : _MM_HINT_T1);
+}
+template <bool kIntoL1>
+[[gnu::always_inline]] inline void prefetch_next(const Tile16& t, int64_t step) {
+  prefetch_next_part<kIntoL1, 1>(t, step, 0);
 }
 // The in-place Tile keeps one burst per step (its next-tile stream goes to L2 at every M).
 template <bool kIntoL1, int kParts>
