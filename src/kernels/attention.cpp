@@ -107,7 +107,7 @@ struct InnerLoops {
 
 InnerLoops inner_loops_for(Isa isa) {
   if (isa == Isa::Avx512)
-    return {attention_detail::scores_avx512, attention_detail::accumulate_avx512, attention_detail::softmax_avx2,
+    return {attention_detail::scores_avx512, attention_detail::accumulate_avx512, attention_detail::softmax_avx512,
             attention_detail::scores_avx512_f16, attention_detail::accumulate_avx512_f16};
   if (isa >= Isa::Avx2)
     return {attention_detail::scores_avx2, attention_detail::accumulate_avx2, attention_detail::softmax_avx2,

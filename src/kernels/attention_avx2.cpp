@@ -157,14 +157,7 @@ void softmax_avx2(float* x, int n) {
     s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
     s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
   }
-  const __m256d s = _mm256_add_pd(s0, s1);
-  const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
-  double sum = _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
-  for (int i = n_vec; i < n; ++i) {
-    alignas(32) float lane[8] = {x[i] - max_value};
-    x[i] = _mm256_cvtss_f32(exp_nonpositive(_mm256_load_ps(lane)));
-    sum += static_cast<double>(x[i]);
-  }
+  const double sum = softmax_sum_and_tail(_mm256_add_pd(s0, s1), x, n_vec, n, max_value);
   const __m256 inv_sum = _mm256_set1_ps(static_cast<float>(1.0 / sum));
   for (int i = 0; i < n_vec; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv_sum));
   for (int i = n_vec; i < n; ++i) x[i] *= _mm256_cvtss_f32(inv_sum);

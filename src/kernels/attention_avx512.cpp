@@ -4,8 +4,9 @@
 // shares with its neighbours held in registers instead of reloaded from L1.
 //   Scores: the AVX2 loop reloads all 8 keys' slices for every query (9 loads per 8 FMAs,
 //   bound by the load ports); here 4 keys (16 vectors: two keys side by side in each) stay in
-//   registers while 4 queries at a time stream past them (one broadcast load per 2 FMAs), and
-//   the 16 sums of a pass are reduced together (horizontal_sums16: ~20 instructions).
+//   registers while 4 queries at a time stream past them (one load per 2 FMAs, of the query's
+//   slices duplicated once per call), and the 16 sums of a pass are reduced together
+//   (horizontal_sums16: ~20 instructions).
 //   Weighted sums: 6 queries' 64 running outputs (24 vectors) in registers, so each value
 //   row is loaded once for 6 queries (8 256-bit loads per 24 FMAs).
 // On full-width AVX-512 cores (Zen 5) the 16-lane vectors halve the instructions: a 9-row
@@ -20,8 +21,12 @@
 #include <cstdint>
 
 #include "kernels/attention_impl.h"
+#include "kernels/attention_simd8.h"
+#include "kernels/exp_nonpositive.h"
 
 namespace specdec::attention_detail {
+
+using kernels_detail::exp_nonpositive;
 
 namespace {
 
@@ -64,11 +69,12 @@ inline __m512 horizontal_sums16(const __m512 (&acc)[kScorePairs][kScoreQueries])
   return _mm512_permutexvar_ps(to_query_major, by_key);
 }
 
-// Scores of queries [i0, i0 + n) (n <= kScoreQueries) against the 4 keys held in k (k[p][v]: slice
-// v of keys 2p and 2p + 1 in the two 256-bit halves), written for the first nk of them. Per
-// (query, key) one 8-lane accumulator (half a vector), lane l summing d = l, l + 8, ... in order
-// from zero (the AVX2 chain), then the AVX2 loop's reduction tree (horizontal_sums16).
-inline void score_queries(const float* q, int i0, int n, const __m512 (&k)[kScorePairs][kVecs], int nk, float scale,
+// Scores of queries [i0, i0 + n) (n <= kScoreQueries; q2 as scores_chunk's) against the 4 keys
+// held in k (k[p][v]: slice v of keys 2p and 2p + 1 in the two 256-bit halves), written for the
+// first nk of them. Per (query, key) one 8-lane accumulator (half a vector), lane l summing
+// d = l, l + 8, ... in order from zero (the AVX2 chain), then the AVX2 loop's reduction tree
+// (horizontal_sums16).
+inline void score_queries(const float* q2, int i0, int n, const __m512 (&k)[kScorePairs][kVecs], int nk, float scale,
                           float* scores, size_t score_stride) {
   __m512 acc[kScorePairs][kScoreQueries];  // query i0 + i against keys 2p, 2p + 1 (unused: zero)
   #pragma GCC unroll 2
@@ -81,7 +87,7 @@ inline void score_queries(const float* q, int i0, int n, const __m512 (&k)[kScor
     #pragma GCC unroll 4
     for (int i = 0; i < kScoreQueries; ++i) {
       if (i >= n) break;
-      const __m512 qv = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + static_cast<size_t>(i0 + i) * kHead + 8 * v));
+      const __m512 qv = _mm512_load_ps(q2 + (static_cast<size_t>(i0 + i) * kVecs + v) * 16);
       #pragma GCC unroll 2
       for (int p = 0; p < kScorePairs; ++p) acc[p][i] = _mm512_fmadd_ps(qv, k[p][v], acc[p][i]);
     }
@@ -101,9 +107,12 @@ inline void score_queries(const float* q, int i0, int n, const __m512 (&k)[kScor
     for (int j = 0; j < nk; ++j) row[static_cast<size_t>(i) * score_stride + j] = sums[4 * i + j];
 }
 
+// Queries [c0, c0 + n_q) (n_q <= kDupQueries) against all n_keys keys, 4 keys at a time; each
+// query's 8-float slices are first written twice into 16-lane vectors (q2: (n_q, kVecs, 16)), so
+// a pass loads them with plain 64-byte loads instead of one vbroadcastf32x8 per slice and pass.
 template <typename E>
-void scores_head64(const float* q, int n_q, const E* const* keys, int n_keys, float scale, float* scores,
-                   size_t score_stride) {
+void scores_chunk(const float* q2, int n_q, const E* const* keys, int n_keys, float scale, float* scores,
+                  size_t score_stride) {
   constexpr int kKeys = 2 * kScorePairs;
   for (int j0 = 0; j0 < n_keys; j0 += kKeys) {
     const int nk = n_keys - j0 < kKeys ? n_keys - j0 : kKeys;
@@ -117,8 +126,28 @@ void scores_head64(const float* q, int n_q, const E* const* keys, int n_keys, fl
     }
     for (int i0 = 0; i0 < n_q; i0 += kScoreQueries) {
       const int n = n_q - i0 < kScoreQueries ? n_q - i0 : kScoreQueries;
-      score_queries(q, i0, n, k, nk, scale, scores + j0, score_stride);
+      score_queries(q2, i0, n, k, nk, scale, scores + j0, score_stride);
     }
+  }
+}
+
+// Queries per chunk. A 9-row verify of the 1B shape asks 36 per kv head: one chunk. A 64-row
+// prefill chunk asks 256: 7 chunks, each loading and converting the block's keys again (16
+// load_pair per 4 keys, against 10 passes of 64 FMAs over them).
+constexpr int kDupQueries = 40;
+
+template <typename E>
+void scores_head64(const float* q, int n_q, const E* const* keys, int n_keys, float scale, float* scores,
+                   size_t score_stride) {
+  alignas(64) float q2[kDupQueries * kVecs * 16];  // (kDupQueries, kVecs, 16): 20 KiB
+  for (int c0 = 0; c0 < n_q; c0 += kDupQueries) {
+    const int n = n_q - c0 < kDupQueries ? n_q - c0 : kDupQueries;
+    for (int i = 0; i < n; ++i) {
+      const float* qi = q + static_cast<size_t>(c0 + i) * kHead;
+      #pragma GCC unroll 8
+      for (int v = 0; v < kVecs; ++v) _mm512_store_ps(q2 + (i * kVecs + v) * 16, _mm512_broadcast_f32x8(_mm256_loadu_ps(qi + 8 * v)));
+    }
+    scores_chunk(q2, n, keys, n_keys, scale, scores + static_cast<size_t>(c0) * score_stride, score_stride);
   }
 }
 
@@ -170,6 +199,53 @@ void accumulate_head64(const float* weights, size_t weight_stride, int n_q, cons
 }
 
 }  // namespace
+
+void softmax_avx512(float* x, int n) {
+  if (n < 16) return softmax_avx2(x, n);  // the same bits: one 8-lane pass at most
+  const int n_vec = n / 8 * 8, n16 = n / 16 * 16;  // softmax_avx2's vector part, its 16-lane part
+  __m512 m16 = _mm512_loadu_ps(x);
+  __mmask16 has_nan = _mm512_cmp_ps_mask(m16, m16, _CMP_UNORD_Q);
+  for (int i = 16; i < n16; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    has_nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    m16 = _mm512_max_ps(m16, v);
+  }
+  __m256 m = _mm256_max_ps(_mm512_castps512_ps256(m16), _mm512_extractf32x8_ps(m16, 1));
+  if (n16 < n_vec) {
+    const __m256 v = _mm256_loadu_ps(x + n16);
+    has_nan |= static_cast<__mmask16>(_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    m = _mm256_max_ps(m, v);
+  }
+  // The maximum of the same values: order changes at most the sign of a zero maximum, and
+  // x - (+0) and x - (-0) are equal but for x = -0, whose exp is 1 either way.
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  float max_value = _mm_cvtss_f32(h);
+  if (has_nan != 0) max_value = __builtin_nanf("");
+  for (int i = n_vec; i < n; ++i) max_value = x[i] > max_value || x[i] != x[i] ? x[i] : max_value;
+  // softmax_avx2's sums: lanes 0-3 of each 8 values into s0, 4-7 into s1 (here lanes 0-3 and
+  // 4-7 of s01), 8 values at a time in order.
+  const __m512 mv = _mm512_set1_ps(max_value);
+  __m512d s01 = _mm512_setzero_pd();
+  for (int i = 0; i < n16; i += 16) {
+    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+    _mm512_storeu_ps(x + i, e);
+    s01 = _mm512_add_pd(s01, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    s01 = _mm512_add_pd(s01, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+  }
+  if (n16 < n_vec) {
+    const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + n16), _mm512_castps512_ps256(mv)));
+    _mm256_storeu_ps(x + n16, e);
+    s01 = _mm512_add_pd(s01, _mm512_cvtps_pd(e));
+  }
+  const __m256d s = _mm256_add_pd(_mm512_castpd512_pd256(s01), _mm512_extractf64x4_pd(s01, 1));
+  const double sum = softmax_sum_and_tail(s, x, n_vec, n, max_value);
+  const float inv_sum = static_cast<float>(1.0 / sum);
+  const __m512 inv16 = _mm512_set1_ps(inv_sum);
+  for (int i = 0; i < n16; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv16));
+  for (int i = n16; i < n; ++i) x[i] *= inv_sum;
+}
 
 void scores_avx512(const float* q, int n_q, const float* const* keys, int n_keys, int head_dim, float scale,
                    float* scores, size_t score_stride) {

@@ -56,5 +56,8 @@ void accumulate_avx512_f16(const float* weights, size_t weight_stride, int n_q, 
 // Softmax of n values in place (specdec::softmax's contract), vectorised: a polynomial exp,
 // so not the scalar path's bits, but one fixed order for a given n.
 void softmax_avx2(float* x, int n);
+// The same bits with 16-lane exps (the exp is elementwise; the double sums keep the AVX2
+// order), for AVX-512 machines: the exps are most of a long-context verify's softmax.
+void softmax_avx512(float* x, int n);
 
 }  // namespace specdec::attention_detail

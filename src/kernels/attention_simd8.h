@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "kernels/exp_nonpositive.h"
+
 namespace specdec::attention_detail {
 namespace {
 
@@ -31,6 +33,20 @@ inline __m256 horizontal_sums8(const __m256* a) {
   const __m256 p = _mm256_add_ps(_mm256_unpacklo_ps(s04, s15), _mm256_unpackhi_ps(s04, s15));
   const __m256 q = _mm256_add_ps(_mm256_unpacklo_ps(s26, s37), _mm256_unpackhi_ps(s26, s37));
   return _mm256_add_ps(_mm256_shuffle_ps(p, q, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+// The end of the softmax's exp-and-sum pass (softmax_avx2, softmax_avx512): s holds the double
+// sums of lanes 0-3 and 4-7 of the vector part's 8-value groups (added lanewise); the values
+// n_vec..n one at a time (x[i] <- exp(x[i] - max_value)). Returns the total, in that order.
+inline double softmax_sum_and_tail(__m256d s, float* x, int n_vec, int n, float max_value) {
+  const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+  double sum = _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+  for (int i = n_vec; i < n; ++i) {
+    alignas(32) float lane[8] = {x[i] - max_value};
+    x[i] = _mm256_cvtss_f32(kernels_detail::exp_nonpositive(_mm256_load_ps(lane)));
+    sum += static_cast<double>(x[i]);
+  }
+  return sum;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "common/testing.h"
@@ -252,15 +253,45 @@ TEST(Attention, Avx2SoftmaxMatchesFloat64) {
   }
 }
 
+// The AVX-512 softmax gives the AVX2 softmax's bits: every length 1..70 (16- and 8-lane parts,
+// tails), 4097 and 5000; scores over a wide range (exps flushed to 0), signed zeros as the
+// maximum, a -inf, and a NaN anywhere.
+TEST(Attention, Avx512SoftmaxGivesTheAvx2Bits) {
+  if (detected_isa() != Isa::Avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  Rng rng(testing::test_seed("attention softmax avx512"));
+  std::vector<int> lengths;
+  for (int n = 1; n <= 70; ++n) lengths.push_back(n);
+  lengths.push_back(4097);
+  lengths.push_back(5000);
+  for (int n : lengths) {
+    for (int variant = 0; variant < 4; ++variant) {
+      std::vector<float> x(static_cast<size_t>(n));
+      const float spread = variant == 1 ? 100.0f : 12.0f;
+      for (auto& v : x) v = spread * uniform(rng);
+      if (variant == 2) {  // zeros of both signs as the maximum
+        for (auto& v : x) v = -std::abs(v);
+        for (int k = 0; k < n; k += 3) x[static_cast<size_t>(k)] = k % 2 == 0 ? 0.0f : -0.0f;
+        x[rng.below(static_cast<uint64_t>(n))] = -std::numeric_limits<float>::infinity();
+      }
+      if (variant == 3) x[rng.below(static_cast<uint64_t>(n))] = std::nanf("");
+      std::vector<float> y2 = x, y5 = x;
+      attention_detail::softmax_avx2(y2.data(), n);
+      attention_detail::softmax_avx512(y5.data(), n);
+      ASSERT_EQ(std::memcmp(y2.data(), y5.data(), sizeof(float) * y2.size()), 0) << "n " << n << " variant " << variant;
+    }
+  }
+}
+
 // The AVX-512 inner loops give the AVX2 loops' bits (the same chains and reduction tree, other
-// operands in registers): scores and weighted sums for query counts 1..8, 13 and 36 (whole and
-// partial blocks of 4 and 6), key counts 1..64 (whole and partial blocks of 4 keys), F32 and
-// F16, head_dim 64 (the register-blocked paths) and 40 / 128 (which call the AVX2 loops).
+// operands in registers): scores and weighted sums for query counts 1..8, 13, 36, 41 and 85
+// (whole and partial blocks of 4 and 6, and of the score loop's 40-query chunks), key counts
+// 1..64 (whole and partial blocks of 4 keys), F32 and F16, head_dim 64 (the register-blocked
+// paths) and 40 / 128 (which call the AVX2 loops).
 TEST(Attention, Avx512InnerLoopsGiveTheAvx2Bits) {
   if (detected_isa() != Isa::Avx512) GTEST_SKIP() << "this CPU has no AVX-512";
   Rng rng(testing::test_seed("attention avx512 loops"));
   for (int head_dim : {64, 40, 128}) {
-    for (int n_q : {1, 2, 3, 4, 5, 6, 7, 8, 13, 36}) {
+    for (int n_q : {1, 2, 3, 4, 5, 6, 7, 8, 13, 36, 41, 85}) {
       for (int n_keys : {1, 2, 3, 6, 17, 64}) {
         std::vector<float> q(static_cast<size_t>(n_q) * head_dim), kv(static_cast<size_t>(n_keys) * head_dim);
         std::vector<uint16_t> kv16(kv.size());
