@@ -69,12 +69,13 @@ inline __m512 horizontal_sums16(const __m512 (&acc)[kScorePairs][kScoreQueries])
   return _mm512_permutexvar_ps(to_query_major, by_key);
 }
 
-// Scores of queries [i0, i0 + n) (n <= kScoreQueries; q2 as scores_chunk's) against the 4 keys
+// Scores of queries [i0, i0 + n) (n <= kScoreQueries; q as scores_chunk's) against the 4 keys
 // held in k (k[p][v]: slice v of keys 2p and 2p + 1 in the two 256-bit halves), written for the
 // first nk of them. Per (query, key) one 8-lane accumulator (half a vector), lane l summing
 // d = l, l + 8, ... in order from zero (the AVX2 chain), then the AVX2 loop's reduction tree
 // (horizontal_sums16).
-inline void score_queries(const float* q2, int i0, int n, const __m512 (&k)[kScorePairs][kVecs], int nk, float scale,
+template <bool kDup>
+inline void score_queries(const float* q, int i0, int n, const __m512 (&k)[kScorePairs][kVecs], int nk, float scale,
                           float* scores, size_t score_stride) {
   __m512 acc[kScorePairs][kScoreQueries];  // query i0 + i against keys 2p, 2p + 1 (unused: zero)
   #pragma GCC unroll 2
@@ -87,7 +88,8 @@ inline void score_queries(const float* q2, int i0, int n, const __m512 (&k)[kSco
     #pragma GCC unroll 4
     for (int i = 0; i < kScoreQueries; ++i) {
       if (i >= n) break;
-      const __m512 qv = _mm512_load_ps(q2 + (static_cast<size_t>(i0 + i) * kVecs + v) * 16);
+      const __m512 qv = kDup ? _mm512_load_ps(q + (static_cast<size_t>(i0 + i) * kVecs + v) * 16)
+                             : _mm512_broadcast_f32x8(_mm256_loadu_ps(q + static_cast<size_t>(i0 + i) * kHead + 8 * v));
       #pragma GCC unroll 2
       for (int p = 0; p < kScorePairs; ++p) acc[p][i] = _mm512_fmadd_ps(qv, k[p][v], acc[p][i]);
     }
@@ -107,11 +109,11 @@ inline void score_queries(const float* q2, int i0, int n, const __m512 (&k)[kSco
     for (int j = 0; j < nk; ++j) row[static_cast<size_t>(i) * score_stride + j] = sums[4 * i + j];
 }
 
-// Queries [c0, c0 + n_q) (n_q <= kDupQueries) against all n_keys keys, 4 keys at a time; each
-// query's 8-float slices are first written twice into 16-lane vectors (q2: (n_q, kVecs, 16)), so
-// a pass loads them with plain 64-byte loads instead of one vbroadcastf32x8 per slice and pass.
-template <typename E>
-void scores_chunk(const float* q2, int n_q, const E* const* keys, int n_keys, float scale, float* scores,
+// Queries [0, n_q) against all n_keys keys, 4 keys at a time. q: (n_q, kHead); or with kDup,
+// each query's 8-float slices written twice into 16-lane vectors ((n_q, kVecs, 16)), which a
+// pass loads with plain 64-byte loads instead of one vbroadcastf32x8 per slice and pass.
+template <bool kDup, typename E>
+void scores_chunk(const float* q, int n_q, const E* const* keys, int n_keys, float scale, float* scores,
                   size_t score_stride) {
   constexpr int kKeys = 2 * kScorePairs;
   for (int j0 = 0; j0 < n_keys; j0 += kKeys) {
@@ -126,7 +128,7 @@ void scores_chunk(const float* q2, int n_q, const E* const* keys, int n_keys, fl
     }
     for (int i0 = 0; i0 < n_q; i0 += kScoreQueries) {
       const int n = n_q - i0 < kScoreQueries ? n_q - i0 : kScoreQueries;
-      score_queries(q2, i0, n, k, nk, scale, scores + j0, score_stride);
+      score_queries<kDup>(q, i0, n, k, nk, scale, scores + j0, score_stride);
     }
   }
 }
@@ -136,9 +138,12 @@ void scores_chunk(const float* q2, int n_q, const E* const* keys, int n_keys, fl
 // load_pair per 4 keys, against 10 passes of 64 FMAs over them).
 constexpr int kDupQueries = 40;
 
+// One pass per key group (a decode's 1-4 queries per kv head) reads each slice once either way:
+// no copy then.
 template <typename E>
 void scores_head64(const float* q, int n_q, const E* const* keys, int n_keys, float scale, float* scores,
                    size_t score_stride) {
+  if (n_q <= kScoreQueries) return scores_chunk<false>(q, n_q, keys, n_keys, scale, scores, score_stride);
   alignas(64) float q2[kDupQueries * kVecs * 16];  // (kDupQueries, kVecs, 16): 20 KiB
   for (int c0 = 0; c0 < n_q; c0 += kDupQueries) {
     const int n = n_q - c0 < kDupQueries ? n_q - c0 : kDupQueries;
@@ -147,7 +152,7 @@ void scores_head64(const float* q, int n_q, const E* const* keys, int n_keys, fl
       #pragma GCC unroll 8
       for (int v = 0; v < kVecs; ++v) _mm512_store_ps(q2 + (i * kVecs + v) * 16, _mm512_broadcast_f32x8(_mm256_loadu_ps(qi + 8 * v)));
     }
-    scores_chunk(q2, n, keys, n_keys, scale, scores + static_cast<size_t>(c0) * score_stride, score_stride);
+    scores_chunk<true>(q2, n, keys, n_keys, scale, scores + static_cast<size_t>(c0) * score_stride, score_stride);
   }
 }
 
