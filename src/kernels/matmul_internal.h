@@ -214,11 +214,11 @@ struct RowBlock {
   // activations are read again for each weight tile: L1 is theirs, and weight lines prefetched
   // into it evicted them (BENCHMARKS 30: a 9-row Q4_K_M verify in 0.66x the time on Zen 4).
   static constexpr bool kPrefetchIntoL1 = false;
-  // Whether the AVX-512 K-quant tiles spread a super-block's weight prefetch over its blocks
-  // of 32 values (prefetch_next_part) instead of one burst: for M = 1 only (BENCHMARKS 31: at
-  // M = 9 it made no difference, and the AVX2 chunk tiles read slower so at M = 1). Also
-  // whether the Q6_K tile keeps a super-block's vectors in registers (q6_k_blocks' kReloadParts).
-  static constexpr bool kSpreadPrefetch = false;
+  // One activation row known at compile time (OneRowBlock: decode). The AVX-512 K-quant tiles
+  // choose two things by it: the weight prefetch spread over a super-block's 8 blocks (one row)
+  // or one burst per super-block (several: BENCHMARKS 31, no difference at M = 9), and the Q6_K
+  // vectors held across a super-block's parts (one row) or reloaded per part (several).
+  static constexpr bool kOneRow = false;
   const QuantizedActs* acts;
   int r0, R;
   int64_t stride32() const { return acts->row_stride / 32; }
@@ -236,7 +236,7 @@ struct OneRowBlock : RowBlock {
   // Decode's weights go to L1: one row of activations leaves room, and the L1 prefetch read
   // faster than the L2 one at M = 1 (BENCHMARKS 27b).
   static constexpr bool kPrefetchIntoL1 = true;
-  static constexpr bool kSpreadPrefetch = true;
+  static constexpr bool kOneRow = true;
   explicit OneRowBlock(const QuantizedActs* a) : RowBlock{a, 0, 1} {}
 };
 }  // namespace

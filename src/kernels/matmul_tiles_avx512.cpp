@@ -61,9 +61,9 @@ void q8_0_tile(const TileT& t, int64_t n_blocks, const RB& rb, __m512* acc) {
 template <bool kFiveBit, typename TileT, typename RB>
 void q45_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   for (int64_t s = 0; s < n_super; ++s) {
-    if constexpr (!RB::kSpreadPrefetch) prefetch_next<RB::kPrefetchIntoL1>(t, s);
+    if constexpr (!RB::kOneRow) prefetch_next<RB::kPrefetchIntoL1>(t, s);
     q45_k_sub_blocks<kFiveBit>(t, s, [&](int sub, const __m512i* v, __m512 ws, __m512 wm) {
-      if constexpr (RB::kSpreadPrefetch) prefetch_next_part<RB::kPrefetchIntoL1, 8>(t, s, sub);
+      if constexpr (RB::kOneRow) prefetch_next_part<RB::kPrefetchIntoL1, 8>(t, s, sub);
       const int64_t b = 8 * s + sub;
       for (int r = 0; r < rb.R; ++r) {
         const __m512i sdot = block_dot(v, rb.values(r) + 32 * b, _mm512_setzero_si512());
@@ -78,9 +78,9 @@ void q45_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
 template <typename TileT, typename RB>
 void q6_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   for (int64_t s = 0; s < n_super; ++s) {
-    if constexpr (!RB::kSpreadPrefetch) prefetch_next<RB::kPrefetchIntoL1>(t, s);
-    q6_k_blocks</*kReloadParts=*/!RB::kSpreadPrefetch>(t, s, [&](int block, const __m512i* v, __m512 ws0, __m512 ws1) {
-      if constexpr (RB::kSpreadPrefetch) prefetch_next_part<RB::kPrefetchIntoL1, 8>(t, s, block);
+    if constexpr (!RB::kOneRow) prefetch_next<RB::kPrefetchIntoL1>(t, s);
+    q6_k_blocks</*kReloadParts=*/!RB::kOneRow>(t, s, [&](int block, const __m512i* v, __m512 ws0, __m512 ws1) {
+      if constexpr (RB::kOneRow) prefetch_next_part<RB::kPrefetchIntoL1, 8>(t, s, block);
       const int64_t b = 8 * s + block;
       for (int r = 0; r < rb.R; ++r) {
         const int8_t* a = rb.values(r) + 32 * b;

@@ -138,7 +138,7 @@ constexpr int64_t kTile16PrefetchBytes = 4096;
 // kTile16PrefetchBytes will read (prefetch_next below: all of them): each line once, past the
 // tile into the next (contiguous) one; past the matrix: harmless. Into L1 or L2 (kIntoL1 =
 // RB::kPrefetchIntoL1 of the caller's row block: RowBlock in matmul_internal.h). The K-quant
-// tiles at M = 1 (RB::kSpreadPrefetch) spread a super-block's lines (16 rows x 144-210 bytes:
+// tiles at M = 1 (RB::kOneRow) spread a super-block's lines (16 rows x 144-210 bytes:
 // 36-53) over its 8 blocks of 32 values instead of one burst per super-block: on the Zen 4 of
 // BENCHMARKS 31 a 2-thread Q4_K M = 1 call from memory took ~0.85x as long so (a burst of ~36
 // prefetches queues behind the L1's few miss buffers).
