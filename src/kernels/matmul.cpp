@@ -135,7 +135,7 @@ bool needs_row_major_copy(const WeightMatrix& w) {
   switch (w.layout) {
     case WeightLayout::Q8_0Tiles16:
     case WeightLayout::Q8_0Tiles8: known = w.type == DType::Q8_0; break;
-    case WeightLayout::Chunks16Tiles16:
+    case WeightLayout::Chunks16Tiles16: known = k_quant || w.type == DType::Q2_K || w.type == DType::Q3_K; break;
     case WeightLayout::Chunks16Tiles8: known = k_quant; break;
     case WeightLayout::Blocks32PairTiles16: known = legacy && w.n_in % 64 == 0; break;
     default: break;

@@ -110,7 +110,7 @@ bool matmul_range_tiled_avx512(const RangeJob& job) {
       case DType::Q4_K: tiles16<Q4K>(job, n256 * Q4K::kStride, n256, SPECDEC_TILE(q45_k_tile<false>)); return true;
       case DType::Q5_K: tiles16<Q5K>(job, n256 * Q5K::kStride, n256, SPECDEC_TILE(q45_k_tile<true>)); return true;
       case DType::Q6_K: tiles16<Q6K>(job, n256 * Q6K::kStride, n256, SPECDEC_TILE(q6_k_tile)); return true;
-      default: return false;
+      default: return matmul_range_tiled_small_avx512(job);  // Q2_K, Q3_K
     }
   }
   switch (w.type) {

@@ -233,6 +233,19 @@ inline __m512 gather_half(const ChunkSuperBlock<kBlock>& u, int64_t off, int shi
   return halves16(u.unit + 2 * (128 * kChunks + 16 * ((off + shift / 8 - 16 * kChunks) / 2)));
 }
 
+// The 16 little-endian dwords at byte off of every row (in place: a gather; a ChunkTile16: two
+// of the tail's 2-byte units, so off must lie in the tail, off - 16 kChunks even).
+template <typename TileT>
+inline __m512i gather_dword(const SuperBlock<TileT>& u, int64_t off) { return gather_dword(u.t, u.sb + off); }
+template <int64_t kBlock>
+inline __m512i gather_dword(const ChunkSuperBlock<kBlock>& u, int64_t off) {
+  constexpr int64_t kChunks = ChunkTile16<kBlock>::kChunks;
+  const uint8_t* unit = u.unit + 2 * (128 * kChunks + 16 * ((off - 16 * kChunks) / 2));
+  const __m512i lo = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(unit)));
+  const __m512i hi = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(unit + 32)));
+  return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+}
+
 // Block b of a Q8_0 tile by its index: v[k] lane L = q[4k..4k+3] of row L (as u8 q + 128 after
 // the caller's bias), the 16 scales returned. The in-place Tile reads the file's offsets; the
 // Q8Tile16 finds the block with a shift and a multiply instead of the two divisions by 34 of

@@ -127,18 +127,47 @@ inline __m512 two_group_step(const __m512i* v, const int8_t* a, int32_t init0, i
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), ws0, _mm512_mul_ps(_mm512_cvtepi32_ps(s1), ws1));
 }
 
-template <typename RB>
-void q3_k_tile(const Tile& t, int64_t n_super, const RB& rb, __m512* acc) {
+// A Q3_K super-block's packed scale bytes 0-3, 4-7, 8-11 (aux[0..2], one dword per lane) and d.
+// In place: one transposed 16-byte load at byte 94 (qs[62..63], scales, d), realigned.
+inline __m512 q3_k_scale_words(const SuperBlock<Tile>& u, __m512i* aux) {
+  __m512i x[4];  // bytes 94..109 of each block: qs[62..63], scales[0..11], d
+  load_transposed16(u, 94, x);
+  #pragma GCC unroll 3
+  for (int i = 0; i < 3; ++i) aux[i] = _mm512_or_si512(_mm512_srli_epi32(x[i], 16), _mm512_slli_epi32(x[i + 1], 16));
+  return half_of(x[3], 16);
+}
+// Repacked (ChunkTile16): scales and d lie in the super-block's tail of 2-byte units.
+template <int64_t kBlock>
+inline __m512 q3_k_scale_words(const ChunkSuperBlock<kBlock>& u, __m512i* aux) {
+  #pragma GCC unroll 3
+  for (int i = 0; i < 3; ++i) aux[i] = gather_dword(u, 96 + 4 * i);
+  return gather_half(u, 108, 0);
+}
+
+// A Q2_K super-block's d and -dmin (in place: one gathered dword; repacked: two tail units).
+inline void q2_k_d_dmin(const SuperBlock<Tile>& u, __m512& d, __m512& neg_dmin) {
+  const __m512i dm = gather_dword(u, 80);
+  d = half_of(dm, 0);
+  neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), half_of(dm, 16));
+}
+template <int64_t kBlock>
+inline void q2_k_d_dmin(const ChunkSuperBlock<kBlock>& u, __m512& d, __m512& neg_dmin) {
+  d = gather_half(u, 80, 0);
+  neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), gather_half(u, 80, 16));
+}
+
+// TileT: the in-place Tile or a ChunkTile16 (Q2_K, Q3_K repacked on AVX-512): the same values
+// and scales through the super-block accessors, so the same bits. One activation row spreads
+// the weight prefetch over the super-block's 8 blocks, as the K-quant tiles.
+template <typename TileT, typename RB>
+void q3_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m2 = _mm512_set1_epi32(0x03030303), bias = _mm512_set1_epi32(32);
   for (int64_t s = 0; s < n_super; ++s) {
-    const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ3_K));
-    prefetch_next<RB::kPrefetchIntoL1>(t, s);
-    __m512i x[4];  // bytes 94..109 of each block: qs[62..63], scales[0..11], d
-    load_transposed16(t, sb + 94, x);
-    const __m512 d = half_of(x[3], 16);
-    const __m512i aux0 = _mm512_or_si512(_mm512_srli_epi32(x[0], 16), _mm512_slli_epi32(x[1], 16));
-    const __m512i aux1 = _mm512_or_si512(_mm512_srli_epi32(x[1], 16), _mm512_slli_epi32(x[2], 16));
-    const __m512i aux2 = _mm512_or_si512(_mm512_srli_epi32(x[2], 16), _mm512_slli_epi32(x[3], 16));
+    const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(quant::BlockQ3_K)));
+    if constexpr (!RB::kOneRow) prefetch_next<RB::kPrefetchIntoL1>(t, s);
+    __m512i aux[3];
+    const __m512 d = q3_k_scale_words(sb, aux);
+    const __m512i aux0 = aux[0], aux1 = aux[1], aux2 = aux[2];
     __m512i sc[4];  // sc[q] lane L byte j: 6-bit scale 4q + j of row L (stored + 32)
     sc[0] = _mm512_or_si512(_mm512_and_si512(aux0, m4), _mm512_slli_epi32(_mm512_and_si512(aux2, m2), 4));
     sc[1] = _mm512_or_si512(_mm512_and_si512(aux1, m4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(aux2, 2), m2), 4));
@@ -147,13 +176,14 @@ void q3_k_tile(const Tile& t, int64_t n_super, const RB& rb, __m512* acc) {
     sc[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(aux1, 4), m4),
                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(aux2, 6), m2), 4));
     __m512i hm[8];  // hm[k] lane L: hmask bytes 4k..4k+3 of row L
-    load_transposed32(t, sb, hm);
+    load_transposed32(sb, 0, hm);
     #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       __m512i qs[8];
-      load_transposed32(t, sb + 32 + 32 * n, qs);
+      load_transposed32(sb, 32 + 32 * n, qs);
       #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
+        if constexpr (RB::kOneRow) prefetch_next_part<RB::kPrefetchIntoL1, 8>(t, s, 4 * n + part);
         __m512i v[8];
         two_bit_values(qs, part, v);
         #pragma GCC unroll 8
@@ -175,22 +205,23 @@ void q3_k_tile(const Tile& t, int64_t n_super, const RB& rb, __m512* acc) {
   }
 }
 
-template <typename RB>
-void q2_k_tile(const Tile& t, int64_t n_super, const RB& rb, __m512* acc) {
+template <typename TileT, typename RB>
+void q2_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   const __m512i nibble = _mm512_set1_epi32(0xF);
   for (int64_t s = 0; s < n_super; ++s) {
-    const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ2_K));
-    prefetch_next<RB::kPrefetchIntoL1>(t, s);
+    const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(quant::BlockQ2_K)));
+    if constexpr (!RB::kOneRow) prefetch_next<RB::kPrefetchIntoL1>(t, s);
     __m512i scb[4];  // scb[q] lane L byte j: scales[4q + j] of row L
-    load_transposed16(t, sb, scb);
-    const __m512i dm = gather_dword(t, sb + 80);
-    const __m512 d = half_of(dm, 0), neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), half_of(dm, 16));
+    load_transposed16(sb, 0, scb);
+    __m512 d, neg_dmin;
+    q2_k_d_dmin(sb, d, neg_dmin);
     #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       __m512i qs[8];
-      load_transposed32(t, sb + 16 + 32 * n, qs);
+      load_transposed32(sb, 16 + 32 * n, qs);
       #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
+        if constexpr (RB::kOneRow) prefetch_next_part<RB::kPrefetchIntoL1, 8>(t, s, 4 * n + part);
         __m512i v[8];
         two_bit_values(qs, part, v);
         const int g0 = 8 * n + 2 * part;
@@ -217,6 +248,15 @@ void q2_k_tile(const Tile& t, int64_t n_super, const RB& rb, __m512* acc) {
 bool matmul_range_tiled_small_avx512(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const int64_t n32 = w.n_in / 32, n256 = w.n_in / 256;  // block iterations: 32-value blocks, super-blocks
+  if (w.layout == WeightLayout::Chunks16Tiles16) {
+    using Q2K = ChunkTile16<sizeof(quant::BlockQ2_K)>;
+    using Q3K = ChunkTile16<sizeof(quant::BlockQ3_K)>;
+    switch (w.type) {  // units: super-blocks of Q*K::kStride bytes
+      case DType::Q2_K: tiles16<Q2K>(job, n256 * Q2K::kStride, n256, SPECDEC_TILE(q2_k_tile)); return true;
+      case DType::Q3_K: tiles16<Q3K>(job, n256 * Q3K::kStride, n256, SPECDEC_TILE(q3_k_tile)); return true;
+      default: return false;
+    }
+  }
   if (w.layout == WeightLayout::Blocks32PairTiles16) {
     const int64_t tile8 = legacy_tile_bytes(w.n_in, static_cast<int64_t>(w.row_bytes) / n32);
     switch (w.type) {

@@ -41,14 +41,18 @@ struct FreeDeleter {
 };
 
 // The types with a repacked layout on the active ISA: AVX2 (Tiles8) and AVX-512 (Tiles16)
-// repack Q8_0 and the K-quants; AVX-512 also the legacy 32-value types.
+// repack Q8_0, Q4_K, Q5_K and Q6_K; AVX-512 also the legacy 32-value types, Q2_K and Q3_K.
 std::vector<DType> repacked_types() {
   std::vector<DType> types = {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
-  if (active_isa() == Isa::Avx512) types.insert(types.end(), {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1});
+  if (active_isa() == Isa::Avx512)
+    types.insert(types.end(), {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K});
   return types;
 }
 
-bool is_k_quant(DType type) { return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K; }
+// The super-block types (n_in a multiple of 256).
+bool is_k_quant(DType type) {
+  return type == DType::Q2_K || type == DType::Q3_K || type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
+}
 bool is_legacy(DType type) { return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1; }
 
 WeightLayout expected_layout(DType type) {
@@ -189,8 +193,12 @@ TEST(Repack, OnlyTypesAndIsasWithALayoutAndWholeTiles) {
   std::vector<uint8_t> dst(4096);
   for (Isa isa : supported_isas()) {
     set_active_isa(isa);
-    EXPECT_EQ(repacked_bytes(w2k), 0u) << isa_name(isa);  // Q2_K has no repacked layout
-    EXPECT_THROW(repack_rows(w2k, 0, 16, dst.data()), Error);
+    // Q2_K: AVX-512 only, 2 tiles x (5 chunks x 128 + the tail of d and dmin, 8 x 4 bytes)
+    EXPECT_EQ(repacked_bytes(w2k), isa == Isa::Avx512 ? 2u * 672u : 0u) << isa_name(isa);
+    if (isa != Isa::Avx512) {
+      EXPECT_THROW(repack_rows(w2k, 0, 16, dst.data()), Error);
+    }
+    EXPECT_THROW(repack_rows(w51, 0, 16, dst.data()), Error);  // no layout on any ISA
     // Q6_K: 2 tiles x (13 chunks x 128 + the tail of 8 binary16 d padded to 32) on AVX2
     EXPECT_EQ(repacked_bytes(w6k), isa != Isa::Scalar ? 2u * 1696u : 0u) << isa_name(isa);
     // Q5_1, n_in = 96 (3 blocks: not whole pairs): read in place everywhere; n_in = 64 on
