@@ -1,5 +1,6 @@
 // AVX-512 VNNI tiles for the legacy 32-value blocks (Q4_0, Q4_1, Q5_0, Q5_1; in place, or
-// repacked as Blocks32PairTiles16 when n_in is a multiple of 64) and Q2_K, Q3_K (in place).
+// repacked as Blocks32PairTiles16 when n_in is a multiple of 64) and Q2_K, Q3_K (in place, or
+// repacked as Chunks16Tiles16).
 // Each runs matmul_tiles_avx2.cpp's formulas for its type (see that file's per-row operation
 // order), so the AVX-512 and AVX2 paths give the same bits.
 // Tiles and accessors: matmul_tiles_avx512.h. Reached only through matmul_range_tiled_avx512.
