@@ -41,8 +41,7 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 //    rows whose blocks are stored already transposed, so the kernel loads them with aligned
 //    vector loads instead of transposing them in registers on every call. row_bytes is still
 //    the row-major row size.
-//  - Chunks16Tiles8: the same idea for the super-block types Q4_K, Q5_K and Q6_K (and on
-//    AVX-512, as Chunks16Tiles16, Q2_K and Q3_K): each
+//  - Chunks16Tiles8: the same idea for the super-block types Q2_K, Q3_K, Q4_K, Q5_K and Q6_K: each
 //    16-byte chunk of 8 rows' blocks stored transposed (layouts in src/kernels/matmul_internal.h).
 //  - Q8_0Tiles16, Chunks16Tiles16, Blocks32PairTiles16 (the AVX-512 path's): 16-row tiles, two
 //    8-row tiles of the Tiles8 form (Blocks32PairTiles16: of the legacy types' pair layout)
@@ -70,8 +69,8 @@ struct WeightMatrix {
 
 // ---- repacked weights (src/kernels/repack.cpp)
 // Bytes of w's repacked copy for the active ISA, or 0 when w keeps its file layout there (today
-// Q8_0, Q4_K, Q5_K and Q6_K on the AVX2 (Tiles8) and AVX-512 (Tiles16) paths have one, and
-// Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64, Q2_K and Q3_K on the AVX-512 path; the scalar path reads
+// Q8_0 and the K-quants Q2_K to Q6_K on the AVX2 (Tiles8) and AVX-512 (Tiles16) paths have one,
+// and Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64 on the AVX-512 path; the scalar path reads
 // every type in place; and 0 for a matrix that is already repacked). Tiles16 layouts round
 // n_out up to whole 16-row tiles (zero rows).
 size_t repacked_bytes(const WeightMatrix& w);

@@ -130,12 +130,13 @@ namespace {
 bool needs_row_major_copy(const WeightMatrix& w) {
   if (w.layout == WeightLayout::RowMajor) return false;
   const bool legacy = w.type == DType::Q4_0 || w.type == DType::Q4_1 || w.type == DType::Q5_0 || w.type == DType::Q5_1;
-  const bool k_quant = w.type == DType::Q4_K || w.type == DType::Q5_K || w.type == DType::Q6_K;
+  const bool k_quant = w.type == DType::Q2_K || w.type == DType::Q3_K || w.type == DType::Q4_K || w.type == DType::Q5_K ||
+                       w.type == DType::Q6_K;
   bool known = false;
   switch (w.layout) {
     case WeightLayout::Q8_0Tiles16:
     case WeightLayout::Q8_0Tiles8: known = w.type == DType::Q8_0; break;
-    case WeightLayout::Chunks16Tiles16: known = k_quant || w.type == DType::Q2_K || w.type == DType::Q3_K; break;
+    case WeightLayout::Chunks16Tiles16:
     case WeightLayout::Chunks16Tiles8: known = k_quant; break;
     case WeightLayout::Blocks32PairTiles16: known = legacy && w.n_in % 64 == 0; break;
     default: break;

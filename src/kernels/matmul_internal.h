@@ -164,7 +164,7 @@ constexpr int64_t kQ8PairBytes = 544;
 constexpr int64_t q8_pairs(int64_t n_in) { return (n_in / 32 + 1) / 2; }
 constexpr int64_t q8_tile_bytes(int64_t n_in) { return q8_pairs(n_in) * kQ8PairBytes; }
 
-// ---- The Chunks16Tiles8 layout (Q4_K, Q5_K, Q6_K: super-blocks of B = 144, 176, 210 bytes).
+// ---- The Chunks16Tiles8 layout (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: super-blocks of B = 84, 110, 144, 176, 210 bytes).
 // Rows in tiles of 8 (zero rows past n_out); a tile's super-blocks s in order, each
 // chunk16_block_bytes(B) bytes:
 //   chunk c < B / 16, at 128 c: 4 vectors of 32 bytes; vector k's lane L (bytes 4L..4L+3) =

@@ -10,7 +10,7 @@
 // broadcast: lane L accumulates exactly the integer dot product of row L's block, and one
 // float step per block scales it. Compared with the unpacking path (matmul_avx2.cpp) this
 // drops the per-row copy of every weight row and does one float step per block instead of
-// one per 4 values, which is what makes extra activation rows cheap. The Q4_K, Q5_K and Q6_K
+// one per 4 values, which is what makes extra activation rows cheap. The K-quant (Q2_K to Q6_K)
 // tiles are templates on their source: the in-place Tile, or a ChunkTile over a matrix repacked
 // at load (WeightLayout::Chunks16Tiles8), whose transposed chunks are stored (the same bits).
 //
@@ -292,19 +292,34 @@ inline void two_bit_values(const __m256i* qs, int part, __m256i* v) {
 // scales[8 + g % 4]. As Q6_K: S0, S1 = sum((u - 4) * a) over the two groups of 16 (the -4 sum(a)
 // from neg32_sums16 / 8, exact); f = fma(float(S0), d * sc_2b, float(S1) * (d * sc_2b+1));
 // acc = fma(f, da_b, acc).
-void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
+// Src: the in-place Tile or a ChunkTile (repacked: Chunks16Tiles8), read through the super-block
+// accessors, so the same values and scales (the same bits). q3_k_scale_words: scale bytes 0-3,
+// 4-7, 8-11 (aux[0..2], one dword per lane) and d; in place from one transposed 16-byte load
+// at byte 94 (qs[62..63], scales, d), repacked from the tail's units.
+inline __m256 q3_k_scale_words(const SuperBlock<Tile>& u, __m256i* aux) {
+  __m256i x[4];  // bytes 94..109 of each block: qs[62..63], scales[0..11], d
+  load_transposed16(u, 94, x);
+  #pragma GCC unroll 3
+  for (int i = 0; i < 3; ++i) aux[i] = _mm256_or_si256(_mm256_srli_epi32(x[i], 16), _mm256_slli_epi32(x[i + 1], 16));
+  return half_lanes(x[3], 16);
+}
+template <int64_t kBlock>
+inline __m256 q3_k_scale_words(const ChunkSuperBlock<kBlock>& u, __m256i* aux) {
+  #pragma GCC unroll 3
+  for (int i = 0; i < 3; ++i) aux[i] = gather_dword(u, 96 + 4 * i);
+  return gather_half(u, 108, 0);
+}
+
+template <typename Src, typename RB>
+void q3_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
   const __m256i one = _mm256_set1_epi8(1);
   const __m256i m4 = _mm256_set1_epi32(0x0F0F0F0F), m2 = _mm256_set1_epi32(0x03030303), bias = _mm256_set1_epi32(32);
   for (int64_t s = 0; s < n_super; ++s) {
-    const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ3_K));
-    prefetch_next<true>(t, s);
-    __m256i x[4];  // bytes 94..109 of each block: qs[62..63], scales[0..11], d
-    load_transposed16(t, sb + 94, x);
-    const __m256 d = half_lanes(x[3], 16);
-    // aux[q] lane L: scale bytes 4q..4q+3 of row L
-    const __m256i aux0 = _mm256_or_si256(_mm256_srli_epi32(x[0], 16), _mm256_slli_epi32(x[1], 16));
-    const __m256i aux1 = _mm256_or_si256(_mm256_srli_epi32(x[1], 16), _mm256_slli_epi32(x[2], 16));
-    const __m256i aux2 = _mm256_or_si256(_mm256_srli_epi32(x[2], 16), _mm256_slli_epi32(x[3], 16));
+    const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(quant::BlockQ3_K)));
+    prefetch_next<RB::kPrefetchIntoL1>(t, s);  // the in-place Tile: into L1 at every M
+    __m256i aux[3];  // aux[q] lane L: scale bytes 4q..4q+3 of row L
+    const __m256 d = q3_k_scale_words(sb, aux);
+    const __m256i aux0 = aux[0], aux1 = aux[1], aux2 = aux[2];
     __m256i sc[4];  // sc[q] lane L byte j: 6-bit scale 4q + j of row L (stored + 32)
     sc[0] = _mm256_or_si256(_mm256_and_si256(aux0, m4), _mm256_slli_epi32(_mm256_and_si256(aux2, m2), 4));
     sc[1] = _mm256_or_si256(_mm256_and_si256(aux1, m4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(aux2, 2), m2), 4));
@@ -313,11 +328,11 @@ void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
     sc[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(aux1, 4), m4),
                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(aux2, 6), m2), 4));
     __m256i hm[8];  // hm[k] lane L: hmask bytes 4k..4k+3 of row L
-    load_transposed32(t, sb, hm);
+    load_transposed32(sb, 0, hm);
     #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       __m256i qs[8];
-      load_transposed32(t, sb + 32 + 32 * n, qs);
+      load_transposed32(sb, 32 + 32 * n, qs);
       #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
         __m256i v[8];
@@ -346,20 +361,22 @@ void q3_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) 
 // S0, S1 = sum(q * a) over the two groups of 16, n0, n1 = their sums of a (exact integers from
 // neg32_sums16 / -32); f = fma(-dmin * m_2b, n0, fma(-dmin * m_2b+1, n1, fma(float(S0), d * sc_2b,
 // float(S1) * (d * sc_2b+1)))); acc = fma(f, da_b, acc).
-void q2_k_tile(const Tile& t, int64_t n_super, const RowBlock& rb, __m256* acc) {
+// Src: as q3_k_tile's.
+template <typename Src, typename RB>
+void q2_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
   const __m256i nibble = _mm256_set1_epi32(0xF);
   for (int64_t s = 0; s < n_super; ++s) {
-    const int64_t sb = s * static_cast<int64_t>(sizeof(quant::BlockQ2_K));
-    prefetch_next<true>(t, s);
+    const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(quant::BlockQ2_K)));
+    prefetch_next<RB::kPrefetchIntoL1>(t, s);  // the in-place Tile: into L1 at every M
     __m256i scb[4];  // scb[q] lane L byte j: scales[4q + j] of row L
-    load_transposed16(t, sb, scb);
-    const __m256i dm = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.rows[0] + sb + 80), t.offset, 1);
+    load_transposed16(sb, 0, scb);
+    const __m256i dm = gather_dword(sb, 80);  // d | dmin << 16
     const __m256 d = half_lanes(dm, 0);
     const __m256 neg_dmin = _mm256_sub_ps(_mm256_setzero_ps(), half_lanes(dm, 16));
     #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       __m256i qs[8];
-      load_transposed32(t, sb + 16 + 32 * n, qs);
+      load_transposed32(sb, 16 + 32 * n, qs);
       #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
         __m256i v[8];
@@ -437,6 +454,8 @@ bool matmul_range_tiled_avx2(const RangeJob& job) {
       case DType::Q4_K: chunk_tiles<sizeof(quant::BlockQ4_K)>(job, SPECDEC_TILE8(q45_k_tile<false>)); return true;
       case DType::Q5_K: chunk_tiles<sizeof(quant::BlockQ5_K)>(job, SPECDEC_TILE8(q45_k_tile<true>)); return true;
       case DType::Q6_K: chunk_tiles<sizeof(quant::BlockQ6_K)>(job, SPECDEC_TILE8(q6_k_tile)); return true;
+      case DType::Q2_K: chunk_tiles<sizeof(quant::BlockQ2_K)>(job, SPECDEC_TILE8(q2_k_tile)); return true;
+      case DType::Q3_K: chunk_tiles<sizeof(quant::BlockQ3_K)>(job, SPECDEC_TILE8(q3_k_tile)); return true;
 #undef SPECDEC_TILE8
       default: return false;
     }

@@ -157,5 +157,19 @@ inline __m256 gather_half(const ChunkSuperBlock<kBlock>& u, int64_t off, int shi
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+// The 8 little-endian dwords at byte off of every row (in place: a gather; a ChunkTile: two of
+// the tail's 2-byte units, so off must lie in the tail, off - 16 kChunks even).
+inline __m256i gather_dword(const SuperBlock<Tile>& u, int64_t off) {
+  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(u.t.rows[0] + u.sb + off), u.t.offset, 1);
+}
+template <int64_t kBlock>
+inline __m256i gather_dword(const ChunkSuperBlock<kBlock>& u, int64_t off) {
+  constexpr int64_t kChunks = ChunkTile<kBlock>::kChunks;
+  const uint8_t* p = u.p + 128 * kChunks + 16 * ((off - 16 * kChunks) / 2);
+  const __m256i lo = _mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i hi = _mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p + 16)));
+  return _mm256_or_si256(lo, _mm256_slli_epi32(hi, 16));
+}
+
 }  // namespace
 }  // namespace specdec::matmul_detail

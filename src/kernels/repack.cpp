@@ -31,14 +31,13 @@ WeightLayout target_layout(const WeightMatrix& w) {
     case DType::Q8_0:
       if (w.n_in % 32 != 0) return WeightLayout::RowMajor;
       return wide ? WeightLayout::Q8_0Tiles16 : WeightLayout::Q8_0Tiles8;
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
       if (w.n_in % 256 != 0) return WeightLayout::RowMajor;
       return wide ? WeightLayout::Chunks16Tiles16 : WeightLayout::Chunks16Tiles8;
-    case DType::Q2_K:
-    case DType::Q3_K:  // AVX-512 only: the AVX2 tiles read them in place
-      return w.n_in % 256 == 0 && wide ? WeightLayout::Chunks16Tiles16 : WeightLayout::RowMajor;
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
