@@ -283,47 +283,68 @@ constexpr int kAmxMinRows = 32;
 
 // The float tiles' prefetch (matmul_avx2.cpp, matmul_avx512.cpp). A group of W weight rows is
 // read as W interleaved streams (row k at the tile's pace), which the hardware prefetchers
-// follow poorly: each stream is prefetched ahead into L2 (prefetcht1), kFloatOneRowPrefetchBytes
-// / W bytes for one activation row (decode), kFloatPrefetchBytes / W for several. Near a row's
-// end the stream goes on into the same row of the next group (the rows are contiguous, so W
-// rows further). History: 4 KiB into L1 (BENCHMARKS 28, a Zen 5 VM: 48-55 GB/s against 37-46
-// with the next group as one T2 stream); on the Zen 4 VM of BENCHMARKS 33, 16 KiB into L2 made a
-// 1B F16 decode 0.83x as long and a 150M one (576-wide rows: 8 streams of 18 lines, too short
-// for the hardware prefetchers) 0.65-0.72x, BF16 and F32 alike. The quantized Tiles16 tiles,
-// one stream each, stay at 4 KiB into L1 (16 or 32 KiB into L2 made their decode 1.1-1.17x as
-// long there). Internal linkage, as RowBlock: no copy compiled with wide-ISA flags can serve
-// another file.
+// follow poorly, so each stream is prefetched ahead: into L2 (prefetcht1),
+// kFloatOneRowPrefetchBytes / W bytes ahead for one activation row (decode) and
+// kFloatPrefetchBytes / W for several; a decode also into L1 (prefetcht0),
+// kFloatOneRowL1PrefetchBytes / W ahead. Past a row's end a stream goes on into the same row of
+// the next groups (the rows are contiguous, so W rows further each). History: 4 KiB into L1
+// (BENCHMARKS 28, a Zen 5 VM: 48-55 GB/s against 37-46 with the next group as one T2 stream); on
+// the Zen 4 VM of BENCHMARKS 33, 16 KiB into L2 made a 1B F16 decode 0.83-0.89x as long and a
+// 150M one (576-wide rows: 8 streams of 18 lines, too short for the hardware prefetchers)
+// 0.68-0.73x, BF16 and F32 alike, and the 2 KiB into L1 on top 0.95x (1B). The quantized
+// Tiles16 tiles, one stream each, stay at 4 KiB into L1 (16 or 32 KiB into L2 made their decode
+// 1.1-1.17x as long there). Internal linkage, as RowBlock: no copy compiled with wide-ISA flags
+// can serve another file.
 namespace {
-constexpr int64_t kFloatPrefetchBytes = 4096;         // all W streams together, several rows
-constexpr int64_t kFloatOneRowPrefetchBytes = 16384;  // all W streams together, one row
+constexpr int64_t kFloatPrefetchBytes = 4096;           // into L2, all W streams together, several rows
+constexpr int64_t kFloatOneRowPrefetchBytes = 16384;    // into L2, all W streams together, one row
+constexpr int64_t kFloatOneRowL1PrefetchBytes = 2048;   // into L1, all W streams together, one row
+
+// A prefetch distance in each of a group's row streams, as whole rows (each a group further on)
+// and the rest: ahead = groups * row_bytes + rest.
+struct StreamAhead {
+  int64_t groups = 0, rest = 0;
+};
 
 struct RowPrefetch {
   int64_t row_bytes = 0;    // 0: none (a later row block, which finds the group in the caches)
   int64_t group_bytes = 0;  // W row_bytes: from a row to the same row of the next group
-  // The prefetch distance in each stream, a multiple of 64 bytes, split as whole rows (each a
-  // group further on) and the rest: ahead = groups_ahead * row_bytes + rest_ahead.
-  int64_t groups_ahead = 0, rest_ahead = 0;
+  StreamAhead l2, l1;       // l1.groups < 0: no L1 prefetch
 };
+
+constexpr StreamAhead stream_ahead(int64_t total_bytes, int64_t w_rows, int64_t row_bytes) {
+  const int64_t ahead = (total_bytes / w_rows) & ~int64_t{63};
+  const int64_t bytes = ahead > 64 ? ahead : 64;
+  return StreamAhead{bytes / row_bytes, bytes % row_bytes};
+}
 
 // m_rows: the call's activation rows.
 constexpr RowPrefetch row_prefetch(int64_t w_rows, int64_t row_bytes, int m_rows) {
-  const int64_t total = m_rows == 1 ? kFloatOneRowPrefetchBytes : kFloatPrefetchBytes;
-  const int64_t ahead = (total / w_rows) & ~int64_t{63};
-  const int64_t stream_ahead = ahead > 64 ? ahead : 64;
-  return RowPrefetch{row_bytes, w_rows * row_bytes, stream_ahead / row_bytes, stream_ahead % row_bytes};
+  const bool one_row = m_rows == 1;
+  return RowPrefetch{row_bytes, w_rows * row_bytes,
+                     stream_ahead(one_row ? kFloatOneRowPrefetchBytes : kFloatPrefetchBytes, w_rows, row_bytes),
+                     one_row ? stream_ahead(kFloatOneRowL1PrefetchBytes, w_rows, row_bytes) : StreamAhead{-1, 0}};
 }
 
-// Asks for the line `ahead` bytes past byte `pos` (< row_bytes) of each of the W rows' streams
-// (call once per 64 bytes of a row), into L2. A hint: no fault past the matrix, no effect on
-// results. always_inline: GCC deletes calls of out-of-line prefetch-only functions (it counts
-// them as "const").
+// Byte offset from a row's start of the byte `a` ahead of byte pos (< row_bytes) in its stream.
+constexpr int64_t stream_offset(const RowPrefetch& pf, const StreamAhead& a, int64_t pos) {
+  const int64_t at = pos + a.rest;  // < 2 row_bytes
+  return a.groups * pf.group_bytes + (at < pf.row_bytes ? at : pf.group_bytes + at - pf.row_bytes);
+}
+
+// Asks for the lines the W rows' streams will read ahead of byte `pos` (< row_bytes; call once
+// per 64 bytes of a row). A hint: no fault past the matrix, no effect on results. always_inline:
+// GCC deletes calls of out-of-line prefetch-only functions (it counts them as "const").
 template <int W>
 [[gnu::always_inline]] inline void prefetch_rows(const RowPrefetch& pf, const uint8_t* const* rows, int64_t pos) {
   if (pf.row_bytes == 0) return;
-  const int64_t at = pos + pf.rest_ahead;  // < 2 row_bytes
-  const int64_t shift = pf.groups_ahead * pf.group_bytes + (at < pf.row_bytes ? at : pf.group_bytes + at - pf.row_bytes);
+  const int64_t shift2 = stream_offset(pf, pf.l2, pos);
 #pragma GCC unroll 8
-  for (int k = 0; k < W; ++k) __builtin_prefetch(rows[k] + shift, 0, 2);  // prefetcht1
+  for (int k = 0; k < W; ++k) __builtin_prefetch(rows[k] + shift2, 0, 2);  // prefetcht1
+  if (pf.l1.groups < 0) return;
+  const int64_t shift1 = stream_offset(pf, pf.l1, pos);
+#pragma GCC unroll 8
+  for (int k = 0; k < W; ++k) __builtin_prefetch(rows[k] + shift1, 0, 3);  // prefetcht0
 }
 }  // namespace
 
