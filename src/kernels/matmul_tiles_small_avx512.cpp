@@ -145,18 +145,6 @@ inline __m512 q3_k_scale_words(const ChunkSuperBlock<kBlock>& u, __m512i* aux) {
   return gather_half(u, 108, 0);
 }
 
-// A Q2_K super-block's d and -dmin (in place: one gathered dword; repacked: two tail units).
-inline void q2_k_d_dmin(const SuperBlock<Tile>& u, __m512& d, __m512& neg_dmin) {
-  const __m512i dm = gather_dword(u, 80);
-  d = half_of(dm, 0);
-  neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), half_of(dm, 16));
-}
-template <int64_t kBlock>
-inline void q2_k_d_dmin(const ChunkSuperBlock<kBlock>& u, __m512& d, __m512& neg_dmin) {
-  d = gather_half(u, 80, 0);
-  neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), gather_half(u, 80, 16));
-}
-
 // TileT: the in-place Tile or a ChunkTile16 (Q2_K, Q3_K repacked on AVX-512): the same values
 // and scales through the super-block accessors, so the same bits. One activation row spreads
 // the weight prefetch over the super-block's 8 blocks, as the K-quant tiles.
@@ -214,8 +202,8 @@ void q2_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
     if constexpr (!RB::kOneRow) prefetch_next<RB::kPrefetchIntoL1>(t, s);
     __m512i scb[4];  // scb[q] lane L byte j: scales[4q + j] of row L
     load_transposed16(sb, 0, scb);
-    __m512 d, neg_dmin;
-    q2_k_d_dmin(sb, d, neg_dmin);
+    const __m512i dm = gather_dword(sb, 80);  // d | dmin << 16
+    const __m512 d = half_of(dm, 0), neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), half_of(dm, 16));
     #pragma GCC unroll 2
     for (int n = 0; n < 2; ++n) {
       __m512i qs[8];
