@@ -293,8 +293,9 @@ constexpr int kAmxMinRows = 32;
 // 150M one (576-wide rows: 8 streams of 18 lines, too short for the hardware prefetchers)
 // 0.68-0.73x, BF16 and F32 alike, and the 2 KiB into L1 on top 0.95x (1B). The quantized
 // Tiles16 tiles, one stream each, stay at 4 KiB into L1 (16 or 32 KiB into L2 made their decode
-// 1.1-1.17x as long there). Internal linkage, as RowBlock: no copy compiled with wide-ISA flags
-// can serve another file.
+// 1.1-1.17x as long there), but for Q8_0's decode, which reads fastest with none (BENCHMARKS
+// 34a). Internal linkage, as RowBlock: no copy compiled with wide-ISA flags can serve another
+// file.
 namespace {
 constexpr int64_t kFloatPrefetchBytes = 4096;           // into L2, all W streams together, several rows
 constexpr int64_t kFloatOneRowPrefetchBytes = 16384;    // into L2, all W streams together, one row

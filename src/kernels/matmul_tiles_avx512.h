@@ -131,7 +131,8 @@ struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two block
 // Bytes of a Tiles16 stream prefetched ahead of the block being read. The hardware prefetchers
 // alone left a 2-thread M = 1 call from memory at 36-52 GB/s; prefetching the next tile spread
 // over this one's iterations (a second stream, _MM_HINT_T2) at 38-52; this, into L1, at 48-58
-// (BENCHMARKS 27b). 2 KiB was slower for Q4_K, 8 KiB the same.
+// (BENCHMARKS 27b). 2 KiB was slower for Q4_K, 8 KiB the same. A Q8_0 decode prefetches nothing
+// (q8_0_tile in matmul_tiles_avx512.cpp; BENCHMARKS 34a).
 constexpr int64_t kTile16PrefetchBytes = 4096;
 
 // Prefetches part `part` of kParts of the lines that start in the bytes step +
