@@ -132,11 +132,14 @@ struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two block
 // alone left a 2-thread M = 1 call from memory at 36-52 GB/s; prefetching the next tile spread
 // over this one's iterations (a second stream, _MM_HINT_T2) at 38-52; this, into L1, at 48-58
 // (BENCHMARKS 27b). 2 KiB was slower for Q4_K, 8 KiB the same. A Q8_0 decode prefetches nothing
-// (q8_0_tile in matmul_tiles_avx512.cpp; BENCHMARKS 34a).
+// (q8_0_tile in matmul_tiles_avx512.cpp; BENCHMARKS 34a). Several activation rows: 8 KiB
+// ahead, into L2 (RowBlock::kPrefetchIntoL1); a 5-row Q8_0 verify of the 1B shape took ~0.93x
+// the time it took at 4 KiB (BENCHMARKS 34b), the K-quants' the same.
 constexpr int64_t kTile16PrefetchBytes = 4096;
+constexpr int64_t kTile16RowsPrefetchBytes = 8192;
 
-// Prefetches part `part` of kParts of the lines that start in the bytes step +
-// kTile16PrefetchBytes will read (prefetch_next below: all of them): each line once, past the
+// Prefetches part `part` of kParts of the lines that start in the bytes step + kAhead (the
+// distances above) will read (prefetch_next below: all of them): each line once, past the
 // tile into the next (contiguous) one; past the matrix: harmless. Into L1 or L2 (kIntoL1 =
 // RB::kPrefetchIntoL1 of the caller's row block: RowBlock in matmul_internal.h). The K-quant
 // tiles at M = 1 (RB::kOneRow) spread a super-block's lines (16 rows x 144-210 bytes:
@@ -147,7 +150,8 @@ constexpr int64_t kTile16PrefetchBytes = 4096;
 // "const" function, and its result unused, the call is deleted (every prefetch vanished so).
 template <bool kIntoL1, int kParts>
 [[gnu::always_inline]] inline void prefetch_next_part(const Tile16& t, int64_t step, int part) {
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.p + step * t.step_bytes + kTile16PrefetchBytes);
+  constexpr int64_t kAhead = kIntoL1 ? kTile16PrefetchBytes : kTile16RowsPrefetchBytes;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.p + step * t.step_bytes + kAhead);
   const uintptr_t first_line = (begin + 63) & ~uintptr_t{63};
   const int64_t n_lines = static_cast<int64_t>(begin + static_cast<uintptr_t>(t.step_bytes) - first_line + 63) / 64;
   const int64_t lo = n_lines * part / kParts, hi = n_lines * (part + 1) / kParts;
