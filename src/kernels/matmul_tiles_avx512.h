@@ -133,8 +133,8 @@ struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two block
 // over this one's iterations (a second stream, _MM_HINT_T2) at 38-52; this, into L1, at 48-58
 // (BENCHMARKS 27b). 2 KiB was slower for Q4_K, 8 KiB the same. A Q8_0 decode prefetches nothing
 // (q8_0_tile in matmul_tiles_avx512.cpp; BENCHMARKS 34a). Several activation rows: 8 KiB
-// ahead, into L2 (RowBlock::kPrefetchIntoL1); a 5-row Q8_0 verify of the 1B shape took ~0.93x
-// the time it took at 4 KiB (BENCHMARKS 34b), the K-quants' the same.
+// ahead, into L2 (RowBlock::kPrefetchIntoL1); a 5-row Q8_0 verify of the 1B shape took 0.89x
+// the time it took at 4 KiB, a 9-row one 0.95x (BENCHMARKS 34b), the K-quants' the same.
 constexpr int64_t kTile16PrefetchBytes = 4096;
 constexpr int64_t kTile16RowsPrefetchBytes = 8192;
 
