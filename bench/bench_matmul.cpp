@@ -339,7 +339,7 @@ int main(int argc, char** argv) {
         benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, shape[0], shape[1], M, false)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
-        if (type != DType::F32 && type != DType::F16 && type != DType::BF16) {
+        {
           // the repacked layout where the active ISA has one (an error row elsewhere: the scalar
           // path; the legacy 32-value types on AVX2)
           const std::string repacked = std::string("matmul/") + dtype_name(type) + "-repacked/" + std::to_string(shape[0]) + "x" +

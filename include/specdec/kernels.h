@@ -47,8 +47,12 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 //    8-row tiles of the Tiles8 form (Blocks32PairTiles16: of the legacy types' pair layout)
 //    interleaved so that each 16-row vector is one 64-byte load and a tile one sequential
 //    stream of bytes (decode 15-19% faster than reading two 8-row tiles side by side).
-// The AVX2 path reads the Tiles8 layouts, the AVX-512 path the Tiles16 ones; each copies the
-// other's back to row-major order for the call (tests switch ISAs after loading).
+//  - FloatRows8 (F32, F16, BF16 with n_in a multiple of 16; both SIMD paths): rows in groups
+//    of 8, each group's rows interleaved by chunks of 16 values, so that a decode reads a
+//    group as one sequential stream instead of 8 (layout in src/kernels/matmul_internal.h).
+// The AVX2 path reads the Tiles8 layouts, the AVX-512 path the Tiles16 ones, both FloatRows8;
+// each copies the other's back to row-major order for the call (tests switch ISAs after
+// loading), as the scalar path does for every repacked layout.
 enum class WeightLayout {
   RowMajor = 0,
   Q8_0Tiles8 = 1,
@@ -56,6 +60,7 @@ enum class WeightLayout {
   Blocks32PairTiles16 = 3,
   Q8_0Tiles16 = 4,
   Chunks16Tiles16 = 5,
+  FloatRows8 = 6,
 };
 
 struct WeightMatrix {
@@ -70,9 +75,10 @@ struct WeightMatrix {
 // ---- repacked weights (src/kernels/repack.cpp)
 // Bytes of w's repacked copy for the active ISA, or 0 when w keeps its file layout there (today
 // Q8_0 and the K-quants Q2_K to Q6_K on the AVX2 (Tiles8) and AVX-512 (Tiles16) paths have one,
-// and Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64 on the AVX-512 path; the scalar path reads
-// every type in place; and 0 for a matrix that is already repacked). Tiles16 layouts round
-// n_out up to whole 16-row tiles (zero rows).
+// Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64 on the AVX-512 path, and F32, F16, BF16
+// with n_in a multiple of 16 on both (FloatRows8); the scalar path reads every type in place;
+// and 0 for a matrix that is already repacked). Tiles16 layouts round n_out up to whole 16-row
+// tiles, the others to 8 (zero rows).
 size_t repacked_bytes(const WeightMatrix& w);
 // Rows of the repacked layout written together (repack_rows' o_begin is a multiple of this).
 constexpr int64_t kRepackTileRows = 8;

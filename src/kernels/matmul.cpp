@@ -126,7 +126,8 @@ void check_weights(const WeightMatrix& w, int M) {
 namespace {
 
 // A repacked matrix while another ISA is active (tests): a row-major copy for the call. The
-// AVX2 path reads the Tiles8 layouts, the AVX-512 path the Tiles16 ones, the scalar path none.
+// AVX2 path reads the Tiles8 layouts, the AVX-512 path the Tiles16 ones, both FloatRows8, the
+// scalar path none.
 bool needs_row_major_copy(const WeightMatrix& w) {
   if (w.layout == WeightLayout::RowMajor) return false;
   const bool legacy = w.type == DType::Q4_0 || w.type == DType::Q4_1 || w.type == DType::Q5_0 || w.type == DType::Q5_1;
@@ -139,11 +140,13 @@ bool needs_row_major_copy(const WeightMatrix& w) {
     case WeightLayout::Chunks16Tiles16:
     case WeightLayout::Chunks16Tiles8: known = k_quant; break;
     case WeightLayout::Blocks32PairTiles16: known = legacy && w.n_in % 64 == 0; break;
+    case WeightLayout::FloatRows8: known = is_float_weight(w.type) && w.n_in % kFloatChunkValues == 0; break;
     default: break;
   }
   if (!known || w.row_bytes != dtype_row_bytes(w.type, w.n_in))
     throw Error("matmul: bad repacked matrix (layout " + std::to_string(static_cast<int>(w.layout)) + ", type " +
                 dtype_name(w.type) + ")");
+  if (w.layout == WeightLayout::FloatRows8) return active_isa() == Isa::Scalar;  // both SIMD paths read it
   return active_isa() != (is_tiles16(w.layout) ? Isa::Avx512 : Isa::Avx2);
 }
 

@@ -4,7 +4,8 @@
 // Per-row operation order (fixed for every M, tile position and thread count):
 //  - float weights: one accumulator of 8 lanes, acc = fma(w, x, acc) per 8 values in order,
 //    a zero-padded tail last; y = hsum(acc). Tiles of W weight rows x R activation rows, the
-//    shape picked by M (float_range).
+//    shape picked by M (float_range), over row-major rows or the FloatRows8 layout (the same
+//    bits).
 //  - every quantized type: the in-place tiles of matmul_tiles_avx2.cpp (their own order); a
 //    repacked Q8_0 matrix: matmul_repacked_avx2.cpp, a repacked Q4_K/Q5_K/Q6_K one: the same
 //    tiles over the stored chunks (the same order and bits).
@@ -44,10 +45,12 @@ template <DType T>
 constexpr int64_t weight_bytes() { return T == DType::F32 ? 4 : 2; }
 
 // y[r][o + k] for rows r < R of x and weight rows k < W (x and y point at the tile's first row
-// and output). One accumulator per (row, output): acc = fma(w[i..i+8), x[i..i+8), acc) for
-// i = 0, 8, ..., a zero-padded tail last; y = hsum(acc). The same for every W and R.
+// and output; rows[k] at row k's first chunk of 16 values, its chunks `step` bytes apart:
+// float_chunk_step). One accumulator per (row, output): acc = fma(w[i..i+8), x[i..i+8), acc)
+// for i = 0, 8, ..., a zero-padded tail last (row-major rows only: FloatRows8 has none); y =
+// hsum(acc). The same for every W, R and layout.
 template <DType T, int W, int R>
-void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float* y, int64_t n_out,
+void float_tile(const uint8_t* const* rows, int64_t step, const float* x, int64_t n_in, float* y, int64_t n_out,
                 RowPrefetch pf = {}) {
   constexpr int64_t wb = weight_bytes<T>();
   __m256 acc[W][R];
@@ -55,12 +58,14 @@ void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float*
   for (int k = 0; k < W; ++k)
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[k][r] = _mm256_setzero_ps();
+  auto at = [&](int64_t i) { return (i / kFloatChunkValues) * step + (i % kFloatChunkValues) * wb; };  // value i's bytes
   int64_t i = 0;
   for (; i + 8 <= n_in; i += 8) {
     if (((i * wb) & 63) == 0) prefetch_rows<W>(pf, rows, i * wb);
+    if (i % kFloatChunkValues == 0) prefetch_chunks<W, 16 * wb>(pf, rows, at(i));
     __m256 wv[W];
 #pragma GCC unroll 8
-    for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k] + i * wb);
+    for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k] + at(i));
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 xv = _mm256_loadu_ps(x + r * n_in + i);
@@ -73,7 +78,7 @@ void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float*
     __m256 wv[W];
     for (int k = 0; k < W; ++k) {
       alignas(32) uint8_t wtail[32] = {};
-      std::memcpy(wtail, rows[k] + i * wb, static_cast<size_t>(n_tail * wb));
+      std::memcpy(wtail, rows[k] + at(i), static_cast<size_t>(n_tail * wb));
       wv[k] = load_w<T>(wtail);
     }
     for (int r = 0; r < R; ++r) {
@@ -92,36 +97,42 @@ void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float*
 // pf: the group's row streams, prefetched during the first row block (later blocks find the
 // group's rows in the caches).
 template <DType T, int W, int RMAX>
-void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o, RowPrefetch pf = {}) {
+void float_tiles(const uint8_t* const* rows, int64_t step, const RangeJob& job, int64_t o, RowPrefetch pf = {}) {
   const WeightMatrix& w = *job.w;
   for (int r0 = 0; r0 < job.M; r0 += RMAX) {
     const float* x = job.x + r0 * w.n_in;
     float* y = job.y + r0 * w.n_out + o;
     const RowPrefetch a = r0 == 0 ? pf : RowPrefetch{};
     switch (min_rows(RMAX, job.M - r0)) {
-      case 1: float_tile<T, W, 1>(rows, x, w.n_in, y, w.n_out, a); break;
-      case 2: float_tile<T, W, (RMAX >= 2 ? 2 : 1)>(rows, x, w.n_in, y, w.n_out, a); break;
-      case 3: float_tile<T, W, (RMAX >= 3 ? 3 : 1)>(rows, x, w.n_in, y, w.n_out, a); break;
-      default: float_tile<T, W, RMAX>(rows, x, w.n_in, y, w.n_out, a); break;
+      case 1: float_tile<T, W, 1>(rows, step, x, w.n_in, y, w.n_out, a); break;
+      case 2: float_tile<T, W, (RMAX >= 2 ? 2 : 1)>(rows, step, x, w.n_in, y, w.n_out, a); break;
+      case 3: float_tile<T, W, (RMAX >= 3 ? 3 : 1)>(rows, step, x, w.n_in, y, w.n_out, a); break;
+      default: float_tile<T, W, RMAX>(rows, step, x, w.n_in, y, w.n_out, a); break;
     }
   }
 }
 
 // Weight rows in groups of W (the rest one by one), each group applied to all M rows in tiles
 // of up to RMAX rows: each weight vector is loaded once per tile, the groups once per job.
+// Row-major rows are prefetched (row_prefetch); FloatRows8 groups, one sequential stream each,
+// only when several activation rows slow the tile down (rows8_prefetch).
 template <DType T, int W, int RMAX>
 void float_range_w(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
-  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  const int64_t step = float_chunk_step(w);
+  const bool row_major = w.layout == WeightLayout::RowMajor;
+  auto prefetch = [&](int64_t n_rows) {
+    return row_major ? row_prefetch(n_rows, static_cast<int64_t>(w.row_bytes), job.M) : rows8_prefetch(step, job.M);
+  };
   int64_t o = job.o_begin;
   for (; o + W <= job.o_end; o += W) {
     const uint8_t* rows[W];
-    for (int k = 0; k < W; ++k) rows[k] = base + (o + k) * w.row_bytes;
-    float_tiles<T, W, RMAX>(rows, job, o, row_prefetch(W, static_cast<int64_t>(w.row_bytes), job.M));
+    for (int k = 0; k < W; ++k) rows[k] = float_row_start(w, o + k);
+    float_tiles<T, W, RMAX>(rows, step, job, o, prefetch(W));
   }
   for (; o < job.o_end; ++o) {
-    const uint8_t* row = base + o * w.row_bytes;
-    float_tiles<T, 1, RMAX>(&row, job, o, row_prefetch(1, static_cast<int64_t>(w.row_bytes), job.M));
+    const uint8_t* row = float_row_start(w, o);
+    float_tiles<T, 1, RMAX>(&row, step, job, o, prefetch(1));
   }
 }
 

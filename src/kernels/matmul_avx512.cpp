@@ -4,7 +4,7 @@
 // Per-row operation order (fixed for every M, tile position and thread count):
 //  - float weights: one accumulator of 16 lanes, acc = fma(w, x, acc) per 16 values in order,
 //    the masked tail last; y = hsum(acc). Tiles of 4 weight rows x 6 activation rows (8 x 1
-//    when M = 1).
+//    when M = 1), over row-major rows or the FloatRows8 layout (the same bits).
 //  - quantized weights: the tiled kernels' order (matmul_tiles_avx512.cpp and
 //    matmul_tiles_small_avx512.cpp, every quantized type; the same bits as the AVX2 path).
 // GCC 12's AVX-512 headers build results from _mm512_undefined_*() and trip -Wuninitialized at
@@ -35,48 +35,53 @@ inline float hsum(__m512 v) {
   return _mm_cvtss_f32(s);
 }
 
+// 16 weights at p (a row's chunk), widened to f32.
 template <DType T>
-inline __m512 load_w(const uint8_t* row, int64_t i) {
+inline __m512 load_w(const uint8_t* p) {
   if constexpr (T == DType::F32) {
-    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i);
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
   } else if constexpr (T == DType::F16) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   } else {
-    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
   }
 }
 
+// The first weights of the 16 at p selected by m (a row's tail), the rest zero.
 template <DType T>
-inline __m512 load_w_masked(const uint8_t* row, int64_t i, __mmask16 m) {
+inline __m512 load_w_masked(const uint8_t* p, __mmask16 m) {
   if constexpr (T == DType::F32) {
-    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + i);
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(p));
   } else if constexpr (T == DType::F16) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + 2 * i));
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
   } else {
-    const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + 2 * i));
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
   }
 }
 
 // y[r][o + k] for rows r < R of x and weight rows k < W (x and y point at the tile's first row
-// and output). One accumulator per (row, output): acc = fma(w[i..i+16), x[i..i+16), acc) for
-// i = 0, 16, ..., the masked tail last; y = hsum(acc). The same for every W and R.
+// and output; rows[k] at row k's first chunk of 16 values, its chunks `step` bytes apart:
+// float_chunk_step). One accumulator per (row, output): acc = fma(w[i..i+16), x[i..i+16), acc)
+// for i = 0, 16, ..., the masked tail last (row-major rows only: FloatRows8 has none); y =
+// hsum(acc). The same for every W, R and layout.
 template <DType T, int W, int R>
-void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float* y, int64_t n_out,
+void float_tile(const uint8_t* const* rows, int64_t step, const float* x, int64_t n_in, float* y, int64_t n_out,
                 RowPrefetch pf = {}) {
   __m512 acc[W][R];
 #pragma GCC unroll 8
   for (int k = 0; k < W; ++k)
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[k][r] = _mm512_setzero_ps();
-  int64_t i = 0;
+  int64_t i = 0, at = 0;  // at: bytes from a row's start to its chunk of value i
   constexpr int64_t wb = T == DType::F32 ? 4 : 2;  // bytes per weight
-  for (; i + 16 <= n_in; i += 16) {
+  for (; i + 16 <= n_in; i += 16, at += step) {
     if (((i * wb) & 63) == 0) prefetch_rows<W>(pf, rows, i * wb);
+    prefetch_chunks<W, 16 * wb>(pf, rows, at);
     __m512 wv[W];
 #pragma GCC unroll 8
-    for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k], i);
+    for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k] + at);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 xv = _mm512_loadu_ps(x + r * n_in + i);
@@ -88,7 +93,7 @@ void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float*
     const __mmask16 m = static_cast<__mmask16>((1u << (n_in - i)) - 1u);
     __m512 wv[W];
 #pragma GCC unroll 8
-    for (int k = 0; k < W; ++k) wv[k] = load_w_masked<T>(rows[k], i, m);
+    for (int k = 0; k < W; ++k) wv[k] = load_w_masked<T>(rows[k] + at, m);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 xv = _mm512_maskz_loadu_ps(m, x + r * n_in + i);
@@ -105,38 +110,44 @@ void float_tile(const uint8_t* const* rows, const float* x, int64_t n_in, float*
 // pf: the group's row streams, prefetched during the first row block (later blocks find the
 // group's rows in the caches).
 template <DType T, int W>
-void float_tiles(const uint8_t* const* rows, const RangeJob& job, int64_t o, RowPrefetch pf = {}) {
+void float_tiles(const uint8_t* const* rows, int64_t step, const RangeJob& job, int64_t o, RowPrefetch pf = {}) {
   const WeightMatrix& w = *job.w;
   for (int r0 = 0; r0 < job.M; r0 += kFloatTileRows) {
     const float* x = job.x + r0 * w.n_in;
     float* y = job.y + r0 * w.n_out + o;
     const RowPrefetch a = r0 == 0 ? pf : RowPrefetch{};
     switch (min_rows(kFloatTileRows, job.M - r0)) {
-      case 1: float_tile<T, W, 1>(rows, x, w.n_in, y, w.n_out, a); break;
-      case 2: float_tile<T, W, 2>(rows, x, w.n_in, y, w.n_out, a); break;
-      case 3: float_tile<T, W, 3>(rows, x, w.n_in, y, w.n_out, a); break;
-      case 4: float_tile<T, W, 4>(rows, x, w.n_in, y, w.n_out, a); break;
-      case 5: float_tile<T, W, 5>(rows, x, w.n_in, y, w.n_out, a); break;
-      default: float_tile<T, W, 6>(rows, x, w.n_in, y, w.n_out, a); break;
+      case 1: float_tile<T, W, 1>(rows, step, x, w.n_in, y, w.n_out, a); break;
+      case 2: float_tile<T, W, 2>(rows, step, x, w.n_in, y, w.n_out, a); break;
+      case 3: float_tile<T, W, 3>(rows, step, x, w.n_in, y, w.n_out, a); break;
+      case 4: float_tile<T, W, 4>(rows, step, x, w.n_in, y, w.n_out, a); break;
+      case 5: float_tile<T, W, 5>(rows, step, x, w.n_in, y, w.n_out, a); break;
+      default: float_tile<T, W, 6>(rows, step, x, w.n_in, y, w.n_out, a); break;
     }
   }
 }
 
 // Weight rows in groups of W (the rest one by one), each group applied to all M rows in tiles
-// of up to kFloatTileRows while it is in L1.
+// of up to kFloatTileRows while it is in L1. Row-major rows are prefetched (row_prefetch);
+// FloatRows8 groups, one sequential stream each, only when several activation rows slow the
+// tile down (rows8_prefetch).
 template <DType T, int W>
 void float_range_w(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
-  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  const int64_t step = float_chunk_step(w);
+  const bool row_major = w.layout == WeightLayout::RowMajor;
+  auto prefetch = [&](int64_t n_rows) {
+    return row_major ? row_prefetch(n_rows, static_cast<int64_t>(w.row_bytes), job.M) : rows8_prefetch(step, job.M);
+  };
   int64_t o = job.o_begin;
   for (; o + W <= job.o_end; o += W) {
     const uint8_t* rows[W];
-    for (int k = 0; k < W; ++k) rows[k] = base + (o + k) * w.row_bytes;
-    float_tiles<T, W>(rows, job, o, row_prefetch(W, static_cast<int64_t>(w.row_bytes), job.M));
+    for (int k = 0; k < W; ++k) rows[k] = float_row_start(w, o + k);
+    float_tiles<T, W>(rows, step, job, o, prefetch(W));
   }
   for (; o < job.o_end; ++o) {
-    const uint8_t* row = base + o * w.row_bytes;
-    float_tiles<T, 1>(&row, job, o, row_prefetch(1, static_cast<int64_t>(w.row_bytes), job.M));
+    const uint8_t* row = float_row_start(w, o);
+    float_tiles<T, 1>(&row, step, job, o, prefetch(1));
   }
 }
 

@@ -149,6 +149,35 @@ constexpr bool is_tiles16(WeightLayout layout) {
          layout == WeightLayout::Blocks32PairTiles16;
 }
 
+// ---- The FloatRows8 layout (WeightLayout::FloatRows8: F32, F16, BF16 with n_in a multiple of
+// kFloatChunkValues; written by repack_rows, read by the float tiles of matmul_avx2.cpp and
+// matmul_avx512.cpp). Rows in groups of 8 (the last group zero-filled past n_out), a group
+// taking 8 row_bytes; inside it, chunk c (values 16c..16c+15) of row L at (8c + L) chunk bytes
+// (64 for F32, 32 for F16 and BF16). A float tile reads each of its rows chunk after chunk in
+// either layout: the chunks of a row are float_chunk_step(w) bytes apart (16 values' bytes in
+// row-major order, 8 times that here), so the operations and the bits are the same, and a
+// decode's 8-row tile reads one sequential stream instead of 8. On the Zen 4 VM of BENCHMARKS
+// 35, a loop over a 1B F16 decode's bytes so read 1.00-1.06 of the read probe when the memory
+// was fast, against 0.74-0.80 for 8 row streams with the tiles' prefetches and 0.93-0.97 without.
+constexpr int64_t kFloatChunkValues = 16;
+constexpr int64_t kFloatGroupRows = 8;
+namespace {  // internal linkage: compiled into wide-ISA files too (see the float prefetch below)
+
+// Bytes from a float row's chunk to its next (values 16c.. to 16(c + 1)..) in w's layout.
+inline int64_t float_chunk_step(const WeightMatrix& w) {
+  const int64_t chunk = static_cast<int64_t>(w.row_bytes) / w.n_in * kFloatChunkValues;
+  return w.layout == WeightLayout::FloatRows8 ? kFloatGroupRows * chunk : chunk;
+}
+
+// Where float row o's first chunk lies in w's layout.
+inline const uint8_t* float_row_start(const WeightMatrix& w, int64_t o) {
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  if (w.layout != WeightLayout::FloatRows8) return base + o * static_cast<int64_t>(w.row_bytes);
+  const int64_t chunk = static_cast<int64_t>(w.row_bytes) / w.n_in * kFloatChunkValues;
+  return base + (o / kFloatGroupRows) * kFloatGroupRows * static_cast<int64_t>(w.row_bytes) + (o % kFloatGroupRows) * chunk;
+}
+}  // namespace
+
 // ---- The Q8_0Tiles8 layout (WeightLayout::Q8_0Tiles8; written by repack_rows in repack.cpp, read
 // by matmul_repacked_avx2.cpp). Rows in tiles of 8 (the last tile zero-filled past n_out); a
 // tile's blocks of 32 values in pairs (the last pair's second block zero when n_in / 32 is odd):
@@ -281,8 +310,14 @@ void matmul_range_amx(const RangeJob& job);
 // below, the VNNI tiles were faster for every type measured (BENCHMARKS section 20).
 constexpr int kAmxMinRows = 32;
 
-// The float tiles' prefetch (matmul_avx2.cpp, matmul_avx512.cpp). A group of W weight rows is
-// read as W interleaved streams (row k at the tile's pace), which the hardware prefetchers
+// The float tiles' prefetch (matmul_avx2.cpp, matmul_avx512.cpp). Since BENCHMARKS 35 the SIMD
+// paths read float matrices repacked (FloatRows8) when n_in is a multiple of 16: a decode's
+// 8-row tile then reads one sequential stream and issues no prefetch (on the Zen 4 VM a 1B F16
+// decode read ~1.0 of the read probe so, against ~0.8 for the row streams below when the memory
+// was fast), and a tile of several activation rows prefetches each of its rows
+// kFloatRows8PrefetchBytes of the group's stream ahead into L2 (rows8_prefetch: t(5) ~0.8x of
+// the row-major tile's; with no prefetch, 1.5x). Row-major float rows (n_in not a multiple of
+// 16, or --no-repack): a group of W weight rows is read as W interleaved streams (row k at the tile's pace), which the hardware prefetchers
 // follow poorly, so each stream is prefetched ahead: into L2 (prefetcht1),
 // kFloatOneRowPrefetchBytes / W bytes ahead for one activation row (decode) and
 // kFloatPrefetchBytes / W for several; a decode also into L1 (prefetcht0),
@@ -311,6 +346,9 @@ struct RowPrefetch {
   int64_t row_bytes = 0;    // 0: none (a later row block, which finds the group in the caches)
   int64_t group_bytes = 0;  // W row_bytes: from a row to the same row of the next group
   StreamAhead l2, l1;       // l1.groups < 0: no L1 prefetch
+  // FloatRows8 rows (row_bytes 0): each row's chunk this many bytes further on (whole chunk
+  // steps; past a group's end, the same row of the next group), into L2; 0: none.
+  int64_t chunk_ahead = 0;
 };
 
 constexpr StreamAhead stream_ahead(int64_t total_bytes, int64_t w_rows, int64_t row_bytes) {
@@ -327,6 +365,17 @@ constexpr RowPrefetch row_prefetch(int64_t w_rows, int64_t row_bytes, int m_rows
                      one_row ? stream_ahead(kFloatOneRowL1PrefetchBytes, w_rows, row_bytes) : StreamAhead{-1, 0}};
 }
 
+// FloatRows8 rows read by a tile of several activation rows: kFloatRows8PrefetchBytes of each
+// group's stream ahead, rounded up to whole chunk steps (1B F16, BENCHMARKS 35: t(5) with
+// none / 4 / 8 / 16 / 32 / 64 / 128 KiB ~124 / 92 / 74 / 65-73 / 66-67 / 67 / 69 ms, the
+// row-major tiles ~83). A decode's tile, one stream, takes none.
+constexpr int64_t kFloatRows8PrefetchBytes = 32768;
+constexpr RowPrefetch rows8_prefetch(int64_t chunk_step, int m_rows) {
+  RowPrefetch pf;
+  if (m_rows > 1) pf.chunk_ahead = (kFloatRows8PrefetchBytes + chunk_step - 1) / chunk_step * chunk_step;
+  return pf;
+}
+
 // Byte offset from a row's start of the byte `a` ahead of byte pos (< row_bytes) in its stream.
 constexpr int64_t stream_offset(const RowPrefetch& pf, const StreamAhead& a, int64_t pos) {
   const int64_t at = pos + a.rest;  // < 2 row_bytes
@@ -336,6 +385,16 @@ constexpr int64_t stream_offset(const RowPrefetch& pf, const StreamAhead& a, int
 // Asks for the lines the W rows' streams will read ahead of byte `pos` (< row_bytes; call once
 // per 64 bytes of a row). A hint: no fault past the matrix, no effect on results. always_inline:
 // GCC deletes calls of out-of-line prefetch-only functions (it counts them as "const").
+// FloatRows8 rows (pf.chunk_ahead): call once per chunk, `at` the rows' offset of the chunk.
+// kChunkBytes: 32 (F16, BF16: rows 2j and 2j + 1 share each line, one prefetch for both) or 64.
+template <int W, int kChunkBytes>
+[[gnu::always_inline]] inline void prefetch_chunks(const RowPrefetch& pf, const uint8_t* const* rows, int64_t at) {
+  if (pf.chunk_ahead == 0) return;
+  constexpr int kRowsPerLine = 64 / kChunkBytes;
+#pragma GCC unroll 8
+  for (int k = 0; k < W; k += kRowsPerLine) __builtin_prefetch(rows[k] + at + pf.chunk_ahead, 0, 2);  // prefetcht1
+}
+
 template <int W>
 [[gnu::always_inline]] inline void prefetch_rows(const RowPrefetch& pf, const uint8_t* const* rows, int64_t pos) {
   if (pf.row_bytes == 0) return;

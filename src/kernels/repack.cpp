@@ -7,6 +7,8 @@
 // Repacked once, the same bytes are read with aligned loads. The integer sums and the float
 // steps are unchanged, so the outputs are bit for bit the in-place ones. The AVX-512 tiles read
 // 16 rows: their Tiles16 layouts interleave two 8-row tiles so that a tile is one stream.
+// Float matrices (FloatRows8) interleave 8 rows by chunks of 16 values for the same reason: a
+// decode tile then reads one stream, not 8, and needs no software prefetch.
 #include <cstring>
 #include <string>
 
@@ -43,6 +45,10 @@ WeightLayout target_layout(const WeightMatrix& w) {
     case DType::Q5_0:
     case DType::Q5_1:  // AVX-512 only: on AVX2 the layout made M = 9 slower (BENCHMARKS 21a)
       return w.n_in % 64 == 0 && wide ? WeightLayout::Blocks32PairTiles16 : WeightLayout::RowMajor;
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:  // both SIMD paths: one stream per decode tile (BENCHMARKS 35)
+      return w.n_in % kFloatChunkValues == 0 ? WeightLayout::FloatRows8 : WeightLayout::RowMajor;
     default: return WeightLayout::RowMajor;
   }
 }
@@ -56,12 +62,16 @@ int64_t super_block_bytes(DType type) { return static_cast<int64_t>(dtype_row_by
 
 bool is_q8_0(WeightLayout layout) { return layout == WeightLayout::Q8_0Tiles8 || layout == WeightLayout::Q8_0Tiles16; }
 
+// Bytes of one FloatRows8 chunk (16 values of a row).
+int64_t float_chunk_bytes(const WeightMatrix& w) { return static_cast<int64_t>(w.row_bytes) / w.n_in * kFloatChunkValues; }
+
 // 8-row tiles per stored tile: 2 in the Tiles16 layouts, whose 8-row tiles alternate unit by unit.
 int64_t tiles_per_group(WeightLayout layout) { return is_tiles16(layout) ? 2 : 1; }
 
 // Bytes of one unit of an 8-row tile (a pair of blocks, a super-block): the layouts' step.
 int64_t unit_bytes(const WeightMatrix& w, WeightLayout layout) {
   if (is_q8_0(layout)) return kQ8PairBytes;
+  if (layout == WeightLayout::FloatRows8) return kFloatGroupRows * float_chunk_bytes(w);
   if (layout == WeightLayout::Blocks32PairTiles16) return legacy_pair_bytes(static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
   return chunk16_block_bytes(super_block_bytes(w.type));
 }
@@ -69,6 +79,7 @@ int64_t unit_bytes(const WeightMatrix& w, WeightLayout layout) {
 // Bytes of one 8-row tile.
 int64_t tile_bytes(const WeightMatrix& w, WeightLayout layout) {
   if (is_q8_0(layout)) return q8_tile_bytes(w.n_in);
+  if (layout == WeightLayout::FloatRows8) return kFloatGroupRows * static_cast<int64_t>(w.row_bytes);
   if (layout == WeightLayout::Blocks32PairTiles16) return legacy_tile_bytes(w.n_in, static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
   return w.n_in / 256 * chunk16_block_bytes(super_block_bytes(w.type));
 }
@@ -118,6 +129,12 @@ TilePlace tile_place(const WeightMatrix& w, WeightLayout layout, int64_t o) {
 // the pieces cover the row's bytes exactly once.
 template <typename Copy>
 void for_each_piece(const WeightMatrix& w, WeightLayout layout, int L, Copy copy) {
+  if (layout == WeightLayout::FloatRows8) {  // chunk c of row L at (8 c + L) chunk bytes
+    static_assert(kFloatGroupRows == kRepackTileRows);
+    const int64_t chunk = float_chunk_bytes(w);
+    for (int64_t c = 0; c < w.n_in / kFloatChunkValues; ++c) copy(c * chunk, (kFloatGroupRows * c + L) * chunk, static_cast<size_t>(chunk));
+    return;
+  }
   if (is_q8_0(layout)) {
     for (int64_t b = 0; b < w.n_in / 32; ++b) {
       copy(b * kQ8BlockBytes, q8_scale_offset(b, L), 2);

@@ -1,4 +1,4 @@
-// Repacked weights (repack_rows: the Tiles8 and Tiles16 layouts): the AVX2 and AVX-512 kernels over
+// Repacked weights (repack_rows: the Tiles8, Tiles16 and FloatRows8 layouts): the AVX2 and AVX-512 kernels over
 // the repacked copy give bit for bit the in-place kernel's outputs for every M, odd shapes (a partial last
 // tile, an odd block count) and thread counts; copy_weight_row restores every row; a repacked
 // matrix used on another ISA falls back to row-major order with that ISA's bits; and only the
@@ -41,9 +41,11 @@ struct FreeDeleter {
 };
 
 // The types with a repacked layout on the active ISA: AVX2 (Tiles8) and AVX-512 (Tiles16)
-// repack Q8_0 and the K-quants; AVX-512 also the legacy 32-value types.
+// repack Q8_0 and the K-quants, both the float types (FloatRows8, n_in a multiple of 16);
+// AVX-512 also the legacy 32-value types.
 std::vector<DType> repacked_types() {
-  std::vector<DType> types = {DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  std::vector<DType> types = {DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                              DType::F32,  DType::F16,  DType::BF16};
   if (active_isa() == Isa::Avx512) types.insert(types.end(), {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1});
   return types;
 }
@@ -56,6 +58,7 @@ bool is_legacy(DType type) { return type == DType::Q4_0 || type == DType::Q4_1 |
 
 WeightLayout expected_layout(DType type) {
   const bool wide = active_isa() == Isa::Avx512;
+  if (is_float(type)) return WeightLayout::FloatRows8;
   if (is_legacy(type)) return WeightLayout::Blocks32PairTiles16;
   if (type == DType::Q8_0) return wide ? WeightLayout::Q8_0Tiles16 : WeightLayout::Q8_0Tiles8;
   return wide ? WeightLayout::Chunks16Tiles16 : WeightLayout::Chunks16Tiles8;
@@ -116,8 +119,10 @@ TEST_P(Repack, TilesGiveTheInPlaceBitsForEveryM) {
   const Shapes k_shapes = {{1, 256}, {13, 512}, {37, 768}, {200, 256}};
   // legacy types: n_in a multiple of 64 (pairs of blocks), 576 as in 576-wide models
   const Shapes legacy_shapes = {{1, 64}, {8, 128}, {13, 576}, {37, 192}, {200, 64}};
+  // float types: n_in a multiple of 16 (chunks), odd chunk counts and 2 or 3 AVX2 vectors
+  const Shapes float_shapes = {{1, 16}, {8, 48}, {13, 80}, {37, 208}, {200, 576}};
   for (DType type : repacked_types()) {
-    for (const auto& shape : is_k_quant(type) ? k_shapes : is_legacy(type) ? legacy_shapes : q8_shapes) {
+    for (const auto& shape : is_k_quant(type) ? k_shapes : is_legacy(type) ? legacy_shapes : is_float(type) ? float_shapes : q8_shapes) {
       const RepackedProblem p = make_repacked(type, shape[0], shape[1], 16, rng);
       for (int M : {1, 2, 3, 4, 5, 8, 9, 17, 32, 70}) {
         const std::vector<float> x = random_x(M, shape[1], rng);
@@ -159,7 +164,7 @@ TEST_P(Repack, RepackedMatrixOnAnotherIsaGivesThatIsasBits) {
   Rng rng(testing::test_seed("repacked on other isas"));
   for (DType type : repacked_types()) {
     set_active_isa(GetParam());
-    // Q8_0: 7 blocks of 32, an odd pair count; legacy types: 5 pairs of blocks
+    // Q8_0: 7 blocks of 32, an odd pair count; legacy types: 5 pairs of blocks; floats: 14 chunks
     const int64_t n_in = is_k_quant(type) ? 256 : is_legacy(type) ? 320 : 224;
     const RepackedProblem p = make_repacked(type, 21, n_in, 16, rng);
     for (Isa isa : supported_isas()) {
@@ -189,6 +194,9 @@ TEST(Repack, OnlyTypesAndIsasWithALayoutAndWholeTiles) {
   const WeightMatrix w6k{DType::Q6_K, q6k.data(), 256, 16, dtype_row_bytes(DType::Q6_K, 256)};
   const WeightMatrix w51{DType::Q5_1, q51.data(), 96, 16, dtype_row_bytes(DType::Q5_1, 96)};
   const WeightMatrix w51_64{DType::Q5_1, q51.data(), 64, 16, dtype_row_bytes(DType::Q5_1, 64)};
+  std::vector<uint8_t> f16 = random_weights(DType::F16, 13, 48, rng);
+  const WeightMatrix wf16{DType::F16, f16.data(), 48, 13, dtype_row_bytes(DType::F16, 48)};
+  const WeightMatrix wf16_40{DType::F16, f16.data(), 40, 13, dtype_row_bytes(DType::F16, 40)};  // 2.5 chunks
   std::vector<uint8_t> dst(4096);
   for (Isa isa : supported_isas()) {
     set_active_isa(isa);
@@ -204,6 +212,17 @@ TEST(Repack, OnlyTypesAndIsasWithALayoutAndWholeTiles) {
     // AVX-512: 2 tiles x 1 pair of blocks x 8 rows x 2 x 24 bytes
     EXPECT_EQ(repacked_bytes(w51), 0u) << isa_name(isa);
     EXPECT_EQ(repacked_bytes(w51_64), isa == Isa::Avx512 ? 2u * 384u : 0u) << isa_name(isa);
+    // F16: 2 groups of 8 rows x 96 bytes (the last 3 rows zero) on both SIMD paths; n_in not
+    // a multiple of 16: read in place
+    EXPECT_EQ(repacked_bytes(wf16), isa != Isa::Scalar ? 2u * 8u * 96u : 0u) << isa_name(isa);
+    EXPECT_EQ(repacked_bytes(wf16_40), 0u) << isa_name(isa);
+    if (isa != Isa::Scalar) {
+      EXPECT_THROW(repack_rows(wf16, 0, 12, dst.data()), Error);  // ends inside a group
+      const WeightMatrix v = repack_rows(wf16, 0, 13, dst.data());
+      EXPECT_EQ(v.layout, WeightLayout::FloatRows8);
+      EXPECT_EQ(0, std::memcmp(dst.data() + 32, f16.data() + 96, 32));  // row 1's first chunk after row 0's
+      EXPECT_EQ(0, std::memcmp(dst.data() + 8 * 32, f16.data() + 32, 32));  // row 0's second chunk after the 8 rows' first
+    }
     if (isa != Isa::Scalar) {
       EXPECT_EQ(repacked_bytes(w8), 2u * 544u);  // 2 tiles x 1 pair of blocks
       EXPECT_THROW(repack_rows(w8, 4, 16, dst.data()), Error);   // not a tile boundary

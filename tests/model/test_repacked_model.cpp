@@ -1,4 +1,4 @@
-// Q8_0, Q4_K_M, Q3_K_M, Q2_K, Q4_0 and Q5_1 models (K-quant and legacy types) loaded with their weights repacked for the
+// Q8_0, Q4_K_M, Q3_K_M, Q2_K, Q4_0, Q5_1, F16, BF16 and F32 models (K-quant, legacy and float types) loaded with their weights repacked for the
 // AVX2 or AVX-512 kernels (ModelOptions::repack_weights, the default) give bit for bit the logits of the
 // same model read in place, for single-row decoding and for a multi-row batch, also after the
 // tests switch to another ISA; and the output head really is repacked (the path under test is
@@ -31,7 +31,8 @@ struct IsaGuard {
 //    place, next to repacked Q8_0 tensors);
 //  - wide (rows of 256 and 768 values: 1 and 3 super-blocks), Q4_K_M: Q4_K and Q6_K tensors;
 //    Q3_K_M and Q2_K: Q3_K and Q2_K tensors next to the presets' upgrades;
-//    Q4_0 and Q5_1: the layers in those legacy types (repacked on AVX-512), the output in Q6_K.
+//    Q4_0 and Q5_1: the layers in those legacy types (repacked on AVX-512), the output in Q6_K;
+//  - F16, BF16, F32 (FloatRows8 on both SIMD paths, as every row length here is a multiple of 16).
 std::string make_test_model(const std::string& preset, bool wide, bool tied = false) {
   ModelShape shape;
   shape.name = "repack-test";
@@ -77,7 +78,8 @@ TEST(RepackedModel, LogitsEqualTheInPlaceModelBitForBit) {
     for (const Case& c : {Case{"Q8_0", false, DType::Q8_0}, Case{"Q4_K_M", true, DType::Q4_K}, Case{"Q4_K_M", false, DType::Q5_0},
                           Case{"Q4_0", true, DType::Q4_0}, Case{"Q5_1", true, DType::Q5_1},
                           Case{"Q3_K_M", true, DType::Q3_K}, Case{"Q2_K", true, DType::Q2_K},
-                          Case{"Q8_0", false, DType::Q8_0, true}, Case{"Q4_K_M", true, DType::Q4_K, true}}) {
+                          Case{"Q8_0", false, DType::Q8_0, true}, Case{"Q4_K_M", true, DType::Q4_K, true},
+                          Case{"F16", true, DType::F16}, Case{"BF16", false, DType::BF16, true}, Case{"F32", false, DType::F32}}) {
       const std::string preset = std::string(c.preset) + (c.wide ? " wide" : " narrow") + (c.tied ? " tied" : "") +
                                  " loaded on " + isa_name(load_isa);
       set_active_isa(load_isa);
