@@ -63,14 +63,26 @@ void float_tile(const uint8_t* const* rows, int64_t step, const float* x, int64_
   for (; i + 8 <= n_in; i += 8) {
     if (((i * wb) & 63) == 0) prefetch_rows<W>(pf, rows, i * wb);
     if (i % kFloatChunkValues == 0) prefetch_chunks<W, 16 * wb>(pf, rows, at(i));
-    __m256 wv[W];
+    if constexpr (W * R + W + 1 > 16) {  // W weight vectors do not fit beside the sums: the R x first
+      __m256 xv[R];
 #pragma GCC unroll 8
-    for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k] + at(i));
+      for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(x + r * n_in + i);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m256 xv = _mm256_loadu_ps(x + r * n_in + i);
+      for (int k = 0; k < W; ++k) {
+        const __m256 wv = load_w<T>(rows[k] + at(i));
 #pragma GCC unroll 8
-      for (int k = 0; k < W; ++k) acc[k][r] = _mm256_fmadd_ps(wv[k], xv, acc[k][r]);
+        for (int r = 0; r < R; ++r) acc[k][r] = _mm256_fmadd_ps(wv, xv[r], acc[k][r]);
+      }
+    } else {
+      __m256 wv[W];
+#pragma GCC unroll 8
+      for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k] + at(i));
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256 xv = _mm256_loadu_ps(x + r * n_in + i);
+#pragma GCC unroll 8
+        for (int k = 0; k < W; ++k) acc[k][r] = _mm256_fmadd_ps(wv[k], xv, acc[k][r]);
+      }
     }
   }
   if (i < n_in) {
@@ -124,6 +136,7 @@ void float_range_w(const RangeJob& job) {
   auto prefetch = [&](int64_t n_rows) {
     return row_major ? row_prefetch(n_rows, static_cast<int64_t>(w.row_bytes), job.M) : rows8_prefetch(step, job.M);
   };
+  if (!row_major) prefetch_rows8_start(w, job.o_begin, job.o_end, rows8_prefetch(step, job.M));
   int64_t o = job.o_begin;
   for (; o + W <= job.o_end; o += W) {
     const uint8_t* rows[W];
@@ -142,8 +155,13 @@ void float_range_w(const RangeJob& job) {
 // (weight row, activation row) chains to keep both FMA pipes busy, and 16 ymm registers bound
 // it (W x R accumulators + W converted weights + 1 activation). The former 2 x R tiles left an
 // M = 1 product 2 chains and M = 5's last row 2: half speed (docs/BENCHMARKS.md section 13).
+// A FloatRows8 matrix takes 4 x 3 tiles from M = 3 on (12 chains; the 3 activation vectors
+// loaded first, so that 12 sums + 3 + 1 weight fill the 16 registers): 4-row tiles keep to
+// the 8-row groups, where 3-row ones straddle them, and a 1B F16 t(5) took 0.88x the time of
+// the row-major 3 x 3 tiles', 1.05x with 3 x 3 tiles over the groups (BENCHMARKS 35a).
 template <DType T>
 void float_range(const RangeJob& job) {
+  if (job.M > 2 && job.w->layout == WeightLayout::FloatRows8) return float_range_w<T, 4, 3>(job);  // 12
   switch (job.M) {
     case 1: return float_range_w<T, 8, 1>(job);  // 8 chains
     case 2: return float_range_w<T, 4, 2>(job);  // 8

@@ -139,6 +139,7 @@ void float_range_w(const RangeJob& job) {
   auto prefetch = [&](int64_t n_rows) {
     return row_major ? row_prefetch(n_rows, static_cast<int64_t>(w.row_bytes), job.M) : rows8_prefetch(step, job.M);
   };
+  if (!row_major) prefetch_rows8_start(w, job.o_begin, job.o_end, rows8_prefetch(step, job.M));
   int64_t o = job.o_begin;
   for (; o + W <= job.o_end; o += W) {
     const uint8_t* rows[W];

@@ -395,6 +395,17 @@ template <int W, int kChunkBytes>
   for (int k = 0; k < W; k += kRowsPerLine) __builtin_prefetch(rows[k] + at + pf.chunk_ahead, 0, 2);  // prefetcht1
 }
 
+// FloatRows8 rows [o_begin, o_end) (o_begin a multiple of 8) about to be read with pf: the
+// first pf.chunk_ahead bytes of their stream, which the tiles' own prefetches (each that far
+// ahead of its reads) never ask for.
+[[gnu::always_inline]] inline void prefetch_rows8_start(const WeightMatrix& w, int64_t o_begin, int64_t o_end, const RowPrefetch& pf) {
+  if (pf.chunk_ahead == 0) return;
+  const uint8_t* start = float_row_start(w, o_begin);
+  const int64_t bytes = (o_end - o_begin) * static_cast<int64_t>(w.row_bytes);
+  const int64_t n = bytes < pf.chunk_ahead ? bytes : pf.chunk_ahead;
+  for (int64_t b = 0; b < n; b += 64) __builtin_prefetch(start + b, 0, 2);  // prefetcht1
+}
+
 template <int W>
 [[gnu::always_inline]] inline void prefetch_rows(const RowPrefetch& pf, const uint8_t* const* rows, int64_t pos) {
   if (pf.row_bytes == 0) return;
