@@ -9,7 +9,9 @@ class ThreadPool;
 
 // Measures sustained read bandwidth from memory in GB/s (1e9 bytes per second).
 // Requires: bytes >= 1 MiB (rounded down to a multiple of 4 KiB per thread), passes >= 1.
-// Guarantees: allocates `bytes` (touched first by the threads that later read them), then
+// Guarantees: allocates `bytes` (on transparent huge pages where the system grants them on
+// request, as the repacked weights: advise_huge_pages; touched first by the threads that later
+// read them), then
 // runs `passes` passes in which all pool threads read disjoint slices with the widest loads
 // of active_isa() (AVX-512 / AVX2 / 64-bit scalar); returns the best pass (bytes / wall time
 // of the slowest thread). Throws Error for bad arguments or when the buffer cannot be allocated.

@@ -42,4 +42,14 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Bytes of a transparent huge page (x86-64 Linux: 2 MiB).
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// Asks the kernel to back the whole kHugePageBytes-aligned pages inside [p, p + n) of this
+// process's anonymous memory with transparent huge pages (madvise MADV_HUGEPAGE, for systems
+// whose THP mode is "madvise"); the partial pages at the ends keep 4 KiB pages, so no byte
+// outside the range becomes resident. Call before the pages are first touched. Advice only:
+// no effect where THP is off or unsupported.
+void advise_huge_pages(void* p, size_t n);
+
 }  // namespace specdec

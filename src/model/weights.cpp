@@ -10,6 +10,7 @@
 
 #include "specdec/error.h"
 #include "specdec/gguf.h"
+#include "specdec/mmap_file.h"
 #include "specdec/thread_pool.h"
 
 namespace specdec {
@@ -116,8 +117,15 @@ size_t Transformer::Weights::repack(const GgufFile& gguf, ThreadPool& pool) {
     const size_t n_bytes = repacked_bytes(w);
     if (n_bytes == 0) return;
     const size_t n_alloc = (n_bytes + 63) / 64 * 64;
-    std::unique_ptr<uint8_t, FreeBytes> buffer(static_cast<uint8_t*>(std::aligned_alloc(64, n_alloc)));
+    // Matrices of a huge page or more start on one and ask for them: a decode streams each
+    // matrix once per token, and 4 KiB pages cost a TLB walk and a page fault per 64 lines
+    // (BENCHMARKS 35e: 1B decodes ~5-10% faster, loads ~40% shorter).
+    const size_t alignment = n_alloc >= kHugePageBytes ? kHugePageBytes : 64;
+    void* p = nullptr;
+    if (::posix_memalign(&p, alignment, n_alloc) != 0) p = nullptr;
+    std::unique_ptr<uint8_t, FreeBytes> buffer(static_cast<uint8_t*>(p));
     if (!buffer) throw Error(gguf.path() + ": out of memory for " + std::to_string(n_alloc) + " bytes of repacked weights");
+    advise_huge_pages(buffer.get(), n_alloc);
     uint8_t* dst = buffer.get();
     std::memset(dst + n_bytes, 0, n_alloc - n_bytes);
     const auto* src = static_cast<const uint8_t*>(w.data);

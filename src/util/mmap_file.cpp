@@ -59,6 +59,16 @@ void MappedFile::release(const void* p, size_t n) const {
   if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
+void advise_huge_pages(void* p, size_t n) {
+#ifdef MADV_HUGEPAGE
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) / kHugePageBytes * kHugePageBytes;
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);  // advice: failure is harmless
+#else
+  (void)p, (void)n;
+#endif
+}
+
 std::vector<ByteRange> ranges_outside(const uint8_t* begin, const uint8_t* end, std::vector<ByteRange> keep) {
   std::sort(keep.begin(), keep.end());
   std::vector<ByteRange> gaps;
