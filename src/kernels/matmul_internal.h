@@ -163,9 +163,14 @@ constexpr int64_t kFloatChunkValues = 16;
 constexpr int64_t kFloatGroupRows = 8;
 namespace {  // internal linkage: compiled into wide-ISA files too (see the float prefetch below)
 
+// Bytes of one chunk (kFloatChunkValues values) of a float row of w.
+inline int64_t float_chunk_bytes(const WeightMatrix& w) {
+  return static_cast<int64_t>(w.row_bytes) / w.n_in * kFloatChunkValues;
+}
+
 // Bytes from a float row's chunk to its next (values 16c.. to 16(c + 1)..) in w's layout.
 inline int64_t float_chunk_step(const WeightMatrix& w) {
-  const int64_t chunk = static_cast<int64_t>(w.row_bytes) / w.n_in * kFloatChunkValues;
+  const int64_t chunk = float_chunk_bytes(w);
   return w.layout == WeightLayout::FloatRows8 ? kFloatGroupRows * chunk : chunk;
 }
 
@@ -173,7 +178,7 @@ inline int64_t float_chunk_step(const WeightMatrix& w) {
 inline const uint8_t* float_row_start(const WeightMatrix& w, int64_t o) {
   const auto* base = static_cast<const uint8_t*>(w.data);
   if (w.layout != WeightLayout::FloatRows8) return base + o * static_cast<int64_t>(w.row_bytes);
-  const int64_t chunk = static_cast<int64_t>(w.row_bytes) / w.n_in * kFloatChunkValues;
+  const int64_t chunk = float_chunk_bytes(w);
   return base + (o / kFloatGroupRows) * kFloatGroupRows * static_cast<int64_t>(w.row_bytes) + (o % kFloatGroupRows) * chunk;
 }
 }  // namespace

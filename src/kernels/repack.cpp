@@ -62,9 +62,6 @@ int64_t super_block_bytes(DType type) { return static_cast<int64_t>(dtype_row_by
 
 bool is_q8_0(WeightLayout layout) { return layout == WeightLayout::Q8_0Tiles8 || layout == WeightLayout::Q8_0Tiles16; }
 
-// Bytes of one FloatRows8 chunk (16 values of a row).
-int64_t float_chunk_bytes(const WeightMatrix& w) { return static_cast<int64_t>(w.row_bytes) / w.n_in * kFloatChunkValues; }
-
 // 8-row tiles per stored tile: 2 in the Tiles16 layouts, whose 8-row tiles alternate unit by unit.
 int64_t tiles_per_group(WeightLayout layout) { return is_tiles16(layout) ? 2 : 1; }
 
