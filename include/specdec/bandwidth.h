@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace specdec {
 
@@ -13,9 +14,12 @@ class ThreadPool;
 // request, as the repacked weights: advise_huge_pages; touched first by the threads that later
 // read them), then
 // runs `passes` passes in which all pool threads read disjoint slices with the widest loads
-// of active_isa() (AVX-512 / AVX2 / 64-bit scalar); returns the best pass (bytes / wall time
-// of the slowest thread). Throws Error for bad arguments or when the buffer cannot be allocated.
-// Cost: about passes * bytes / bandwidth seconds (roughly 0.1 s per GiB-pass), plus the fill.
+// of active_isa() (AVX-512 / AVX2 / 64-bit scalar), each pass twice on the SIMD targets: once
+// as a plain loop and once with software prefetch ahead (the faster counts: on some machines
+// prefetching reads ~10% faster, and so do the kernels' own prefetching decodes); returns the
+// best pass (bytes / wall time of the slowest thread). Throws Error for bad arguments or when
+// the buffer cannot be allocated.
+// Cost: about 2 passes * bytes / bandwidth seconds (roughly 0.1 s per GiB read), plus the fill.
 double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t{1} << 30, int passes = 5);
 
 // The same probe, kept allocated so that single passes can be interleaved with other timings
@@ -32,6 +36,8 @@ class ReadBandwidthProbe {
   size_t bytes() const { return total_; }
 
  private:
+  double read_pass(uint64_t (*read_fn)(const uint8_t*, size_t));  // one read of the buffer: GB/s
+
   ThreadPool& pool_;
   size_t slice_ = 0, total_ = 0;  // bytes per thread, in all
   unsigned char* buffer_ = nullptr;

@@ -168,6 +168,7 @@ TreeSimulation simulate_tree_vs_chain(const std::vector<double>& profile, const 
 struct BenchReport {
   // Run context
   std::string model_path, model_name, isa;
+  std::string decode_prefetch;  // decode_prefetch_name(decode_prefetch()) (cpu.h)
   std::string date;                 // UTC, ISO 8601
   int n_threads = 0, reps = 0;
   int n_layers = 0, n_embd = 0, n_vocab = 0, n_ctx = 0;

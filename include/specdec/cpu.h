@@ -37,4 +37,20 @@ bool set_amx_active(bool on);
 // "avx512+amx" when the AVX-512 target is active with AMX, else isa_name(active_isa()).
 std::string active_isa_label();
 
+// How a decode (a product of one activation row) prefetches the weights of repacked matrices.
+// Prefetches are hints: only speed changes, never a bit.
+//   Light: Q8_0 and float matrices none (the hardware prefetchers follow one sequential stream
+//          best there), the other quantized types 4 KiB ahead into L1. Best on the Zen 4 VMs
+//          of docs/BENCHMARKS.md sections 34-35.
+//   Deep:  every repacked matrix as a verify's tiles prefetch it: 8 KiB ahead into L2, float
+//          matrices 32 KiB. Best on the Emerald Rapids VM of section 36, where Light left a 1B
+//          F16 decode at 0.57-0.68 of the read probe and a Q8_0 one at 0.67-0.83.
+enum class DecodePrefetch { Light = 0, Deep = 1 };
+const char* decode_prefetch_name(DecodePrefetch p);  // "light" / "deep"
+// Default Deep on Intel CPUs (cpuid vendor GenuineIntel), Light elsewhere;
+// SPECDEC_DECODE_PREFETCH=light|deep overrides (other values are ignored).
+DecodePrefetch decode_prefetch();
+// Sets it; returns the previous setting. For tests and benchmarks.
+DecodePrefetch set_decode_prefetch(DecodePrefetch p);
+
 }  // namespace specdec

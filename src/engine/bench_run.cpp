@@ -216,6 +216,7 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   r.date = utc_now();
   r.model_path = o.engine.model_path;
   r.isa = active_isa_label();
+  r.decode_prefetch = decode_prefetch_name(decode_prefetch());
   r.reps = o.reps;
   r.simulate_loop_tokens = o.simulate_loop_tokens;
 

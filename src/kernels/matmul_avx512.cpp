@@ -129,17 +129,17 @@ void float_tiles(const uint8_t* const* rows, int64_t step, const RangeJob& job, 
 
 // Weight rows in groups of W (the rest one by one), each group applied to all M rows in tiles
 // of up to kFloatTileRows while it is in L1. Row-major rows are prefetched (row_prefetch);
-// FloatRows8 groups, one sequential stream each, only when several activation rows slow the
-// tile down (rows8_prefetch).
+// FloatRows8 groups, one sequential stream each, when several activation rows slow the tile
+// down or the decode prefetch is Deep (rows8_prefetch).
 template <DType T, int W>
 void float_range_w(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const int64_t step = float_chunk_step(w);
   const bool row_major = w.layout == WeightLayout::RowMajor;
   auto prefetch = [&](int64_t n_rows) {
-    return row_major ? row_prefetch(n_rows, static_cast<int64_t>(w.row_bytes), job.M) : rows8_prefetch(step, job.M);
+    return row_major ? row_prefetch(n_rows, static_cast<int64_t>(w.row_bytes), job.M) : rows8_prefetch(step, job.M, job.decode_prefetch);
   };
-  if (!row_major) prefetch_rows8_start(w, job.o_begin, job.o_end, rows8_prefetch(step, job.M));
+  if (!row_major) prefetch_rows8_start(w, job.o_begin, job.o_end, rows8_prefetch(step, job.M, job.decode_prefetch));
   int64_t o = job.o_begin;
   for (; o + W <= job.o_end; o += W) {
     const uint8_t* rows[W];

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 
+#include "specdec/cpu.h"
 #include "specdec/kernels.h"
 
 namespace specdec::matmul_detail {
@@ -280,6 +281,7 @@ struct RangeJob {
   const WeightMatrix* w = nullptr;
   const float* x = nullptr;      // (M, n_in) for float weights
   int M = 0;
+  DecodePrefetch decode_prefetch = DecodePrefetch::Light;  // for M = 1 (cpu.h)
   float* y = nullptr;            // (M, n_out)
   QuantizedActs acts;            // for quantized weights
   UnpackedRow scratch;           // this thread's scratch (quantized weights)
@@ -317,11 +319,12 @@ constexpr int kAmxMinRows = 32;
 
 // The float tiles' prefetch (matmul_avx2.cpp, matmul_avx512.cpp). Since BENCHMARKS 35 the SIMD
 // paths read float matrices repacked (FloatRows8) when n_in is a multiple of 16: a decode's
-// 8-row tile then reads one sequential stream and issues no prefetch (on the Zen 4 VM a 1B F16
-// decode read ~1.0 of the read probe so, against ~0.8 for the row streams below when the memory
-// was fast), and a tile of several activation rows prefetches each of its rows
-// kFloatRows8PrefetchBytes of the group's stream ahead into L2 (rows8_prefetch: t(5) ~0.8x of
-// the row-major tile's; with no prefetch, 1.5x). Row-major float rows (n_in not a multiple of
+// 8-row tile then reads one sequential stream, with no prefetch under DecodePrefetch::Light (on
+// the Zen 4 VM a 1B F16 decode read ~1.0 of the read probe so, against ~0.8 for the row streams
+// below when the memory was fast) and as a verify's under Deep (Intel: rows8_prefetch), and a
+// tile of several activation rows prefetches each of its rows kFloatRows8PrefetchBytes of the
+// group's stream ahead into L2 (rows8_prefetch: t(5) ~0.8x of the row-major tile's; with no
+// prefetch, 1.5x). Row-major float rows (n_in not a multiple of
 // 16, or --no-repack): a group of W weight rows is read as W interleaved streams (row k at the tile's pace), which the hardware prefetchers
 // follow poorly, so each stream is prefetched ahead: into L2 (prefetcht1),
 // kFloatOneRowPrefetchBytes / W bytes ahead for one activation row (decode) and
@@ -370,14 +373,18 @@ constexpr RowPrefetch row_prefetch(int64_t w_rows, int64_t row_bytes, int m_rows
                      one_row ? stream_ahead(kFloatOneRowL1PrefetchBytes, w_rows, row_bytes) : StreamAhead{-1, 0}};
 }
 
-// FloatRows8 rows read by a tile of several activation rows: kFloatRows8PrefetchBytes of each
-// group's stream ahead, rounded up to whole chunk steps (1B F16, BENCHMARKS 35: t(5) with
-// none / 4 / 8 / 16 / 32 / 64 / 128 KiB ~124 / 92 / 74 / 65-73 / 66-67 / 67 / 69 ms, the
-// row-major tiles ~83). A decode's tile, one stream, takes none.
+// FloatRows8 rows read by a tile of several activation rows, or by a decode's under
+// DecodePrefetch::Deep: kFloatRows8PrefetchBytes of each group's stream ahead, rounded up to
+// whole chunk steps (1B F16, BENCHMARKS 35: t(5) with none / 4 / 8 / 16 / 32 / 64 / 128 KiB
+// ~124 / 92 / 74 / 65-73 / 66-67 / 67 / 69 ms, the row-major tiles ~83; decode on the Emerald
+// Rapids VM of BENCHMARKS 36: 0.65-0.68 of the probe with none, 0.88-0.93 at 16 KiB, 0.92-0.97
+// at 32 KiB, 0.88-0.93 at 64 KiB, 0.90 at 4 KiB into L1). A decode's tile under
+// DecodePrefetch::Light takes none (the Zen 4 VMs' best: BENCHMARKS 35).
 constexpr int64_t kFloatRows8PrefetchBytes = 32768;
-constexpr RowPrefetch rows8_prefetch(int64_t chunk_step, int m_rows) {
+constexpr RowPrefetch rows8_prefetch(int64_t chunk_step, int m_rows, DecodePrefetch decode) {
   RowPrefetch pf;
-  if (m_rows > 1) pf.chunk_ahead = (kFloatRows8PrefetchBytes + chunk_step - 1) / chunk_step * chunk_step;
+  if (m_rows > 1 || decode == DecodePrefetch::Deep)
+    pf.chunk_ahead = (kFloatRows8PrefetchBytes + chunk_step - 1) / chunk_step * chunk_step;
   return pf;
 }
 

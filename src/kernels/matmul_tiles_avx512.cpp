@@ -27,7 +27,6 @@
 #include <immintrin.h>
 
 #include <cstring>
-#include <type_traits>
 
 #include "kernels/matmul_internal.h"
 #include "kernels/matmul_tiles_avx512.h"
@@ -41,19 +40,13 @@ namespace {
 // the same instructions per row either way, so the same bits.
 
 // ---- Q8_0: blocks of 34 bytes (binary16 d, 32 int8 q)
-// A repacked (Tiles16) tile at M = 1 issues no prefetches: its one sequential stream, read at
-// Q8_0's low compute per byte, is what the hardware prefetchers follow best, and the burst of
-// ~9 prefetcht0 per 544-byte step only queued behind them. On the Zen 4 of BENCHMARKS 34a a
-// 1B Q8_0 decode read 0.87-0.97 of the paired probe without them, 0.77-0.89 with them, when
-// the probe read ~50 GB/s (0.96-1.0 against 0.92-0.98 at ~30 GB/s). The K-quants and the
-// legacy types, with several times the work per byte, decode faster with theirs (Q4_K_M 0.76
-// of the probe without them against 0.93 with them, Q4_0 0.83 against 0.96).
+// A repacked (Tiles16) tile at M = 1 prefetches as its one_row_* fields say (none under
+// DecodePrefetch::Light: kTile16PrefetchBytes in matmul_tiles_avx512.h).
 template <typename TileT, typename RB>
 void q8_0_tile(const TileT& t, int64_t n_blocks, const RB& rb, __m512* acc) {
-  constexpr bool kPrefetch = !(RB::kOneRow && std::is_base_of_v<Tile16, TileT>);
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < n_blocks; ++b) {
-    if constexpr (kPrefetch) prefetch_next<RB::kPrefetchIntoL1>(t, b);
+    prefetch_next<RB::kPrefetchIntoL1>(t, b);
     __m512i v[8];
     const __m512 d = q8_0_block(t, b, v);
     #pragma GCC unroll 16

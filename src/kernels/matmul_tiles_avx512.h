@@ -121,46 +121,69 @@ inline __m512 halves16(const uint8_t* p) {  // 16 binary16 at p
 
 // A 16-row tile of a Tiles16 matrix at p (rows past n_out are zero). Its block iteration
 // `step` reads bytes [step * step_bytes, (step + 1) * step_bytes) of the tile: one sequential
-// stream, as the tiles of a task follow each other.
+// stream, as the tiles of a task follow each other. one_row_*: a decode's prefetch
+// (one_row_prefetch below); a verify's is fixed (kTile16RowsPrefetchBytes).
 struct Tile16 {
   const uint8_t* p = nullptr;
   int64_t step_bytes = 0;
+  int64_t one_row_ahead = 0;     // bytes ahead of the block being read; 0: no prefetch
+  bool one_row_into_l1 = false;  // prefetcht0, else prefetcht1
 };
 struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two blocks)
 
-// Bytes of a Tiles16 stream prefetched ahead of the block being read. The hardware prefetchers
-// alone left a 2-thread M = 1 call from memory at 36-52 GB/s; prefetching the next tile spread
-// over this one's iterations (a second stream, _MM_HINT_T2) at 38-52; this, into L1, at 48-58
-// (BENCHMARKS 27b). 2 KiB was slower for Q4_K, 8 KiB the same. A Q8_0 decode prefetches nothing
-// (q8_0_tile in matmul_tiles_avx512.cpp; BENCHMARKS 34a). Several activation rows: 8 KiB
-// ahead, into L2 (RowBlock::kPrefetchIntoL1); a 5-row Q8_0 verify of the 1B shape took 0.89x
-// the time it took at 4 KiB, a 9-row one 0.95x (BENCHMARKS 34b), the K-quants' the same.
+// Bytes of a Tiles16 stream prefetched ahead of the block being read.
+// A decode (one activation row), by DecodePrefetch (cpu.h):
+//   Light: kTile16PrefetchBytes into L1. The hardware prefetchers alone left a 2-thread M = 1
+//     call from memory at 36-52 GB/s; prefetching the next tile spread over this one's
+//     iterations (a second stream, _MM_HINT_T2) at 38-52; this at 48-58 (BENCHMARKS 27b). 2 KiB
+//     was slower for Q4_K, 8 KiB the same. Q8_0 prefetches nothing (BENCHMARKS 34a, Zen 4:
+//     its one sequential stream, read at Q8_0's low compute per byte, is what the hardware
+//     prefetchers follow best there).
+//   Deep: as several rows' tiles below, Q8_0 too. On the Emerald Rapids VM of BENCHMARKS 36
+//     a 1B Q8_0 decode read 0.91-0.99 of the (plain) probe so, 0.88-0.91 at 16 KiB into L2,
+//     0.89-0.94 with Light's 4 KiB into L1 and 0.77-0.83 with Light's none; Q4_K_M 0.86-0.92
+//     (0.89-0.91 at 16 KiB, 0.81-0.89 at 4 KiB) against Light's 0.72-0.82.
+// Several activation rows: kTile16RowsPrefetchBytes ahead, into L2 (RowBlock::kPrefetchIntoL1);
+// a 5-row Q8_0 verify of the 1B shape took 0.89x the time it took at 4 KiB, a 9-row one 0.95x
+// (BENCHMARKS 34b), the K-quants' the same.
 constexpr int64_t kTile16PrefetchBytes = 4096;
 constexpr int64_t kTile16RowsPrefetchBytes = 8192;
 
-// Prefetches part `part` of kParts of the lines that start in the bytes step + kAhead (the
-// distances above) will read (prefetch_next below: all of them): each line once, past the
-// tile into the next (contiguous) one; past the matrix: harmless. Into L1 or L2 (kIntoL1 =
-// RB::kPrefetchIntoL1 of the caller's row block: RowBlock in matmul_internal.h). The K-quant
-// tiles at M = 1 (RB::kOneRow) spread a super-block's lines (16 rows x 144-210 bytes:
-// 36-53) over its 8 blocks of 32 values instead of one burst per super-block: on the Zen 4 of
-// BENCHMARKS 31 a 2-thread Q4_K M = 1 call from memory took ~0.85x as long so (a burst of ~36
-// prefetches queues behind the L1's few miss buffers).
+template <typename TileT>
+inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
+  const bool deep = decode == DecodePrefetch::Deep;
+  t.one_row_ahead = deep ? kTile16RowsPrefetchBytes : std::is_same_v<TileT, Q8Tile16> ? 0 : kTile16PrefetchBytes;
+  t.one_row_into_l1 = !deep;
+}
+
+// Prefetches part `part` of kParts of the lines that start in the bytes step + the distance
+// above will read (prefetch_next below: all of them): each line once, past the tile into the
+// next (contiguous) one; past the matrix: harmless. kOneRow = RB::kPrefetchIntoL1 of the
+// caller's row block (RowBlock in matmul_internal.h), true for a decode's OneRowBlock: then the
+// tile's one_row_* fields choose. The K-quant tiles at M = 1 (RB::kOneRow) spread a
+// super-block's lines (16 rows x 144-210 bytes: 36-53) over its 8 blocks of 32 values instead
+// of one burst per super-block: on the Zen 4 of BENCHMARKS 31 a 2-thread Q4_K M = 1 call from
+// memory took ~0.85x as long so (a burst of ~36 prefetches queues behind the L1's few miss
+// buffers).
 // always_inline: GCC 12 counts a prefetch as no side effect, so a call left out of line is to a
 // "const" function, and its result unused, the call is deleted (every prefetch vanished so).
-template <bool kIntoL1, int kParts>
+template <bool kOneRow, int kParts>
 [[gnu::always_inline]] inline void prefetch_next_part(const Tile16& t, int64_t step, int part) {
-  constexpr int64_t kAhead = kIntoL1 ? kTile16PrefetchBytes : kTile16RowsPrefetchBytes;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.p + step * t.step_bytes + kAhead);
+  const int64_t ahead = kOneRow ? t.one_row_ahead : kTile16RowsPrefetchBytes;
+  if (ahead == 0) return;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.p + step * t.step_bytes + ahead);
   const uintptr_t first_line = (begin + 63) & ~uintptr_t{63};
   const int64_t n_lines = static_cast<int64_t>(begin + static_cast<uintptr_t>(t.step_bytes) - first_line + 63) / 64;
   const int64_t lo = n_lines * part / kParts, hi = n_lines * (part + 1) / kParts;
-  for (int64_t i = lo; i < hi; ++i)
-    _mm_prefetch(reinterpret_cast<const char*>(first_line + 64 * static_cast<uintptr_t>(i)), kIntoL1 ? _MM_HINT_T0 : _MM_HINT_T1);
+  if (kOneRow && t.one_row_into_l1) {
+    for (int64_t i = lo; i < hi; ++i) _mm_prefetch(reinterpret_cast<const char*>(first_line + 64 * static_cast<uintptr_t>(i)), _MM_HINT_T0);
+  } else {
+    for (int64_t i = lo; i < hi; ++i) _mm_prefetch(reinterpret_cast<const char*>(first_line + 64 * static_cast<uintptr_t>(i)), _MM_HINT_T1);
+  }
 }
-template <bool kIntoL1>
+template <bool kOneRow>
 [[gnu::always_inline]] inline void prefetch_next(const Tile16& t, int64_t step) {
-  prefetch_next_part<kIntoL1, 1>(t, step, 0);
+  prefetch_next_part<kOneRow, 1>(t, step, 0);
 }
 // The in-place Tile keeps one burst per step (its next-tile stream goes to L2 at every M).
 template <bool kIntoL1, int kParts>
@@ -510,7 +533,9 @@ template <typename TileT, typename TileFn>
   const int64_t step_bytes = tile16_step_bytes(tile8_bytes, n_steps);
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    one_row_tile(job, tile16<TileT>(*job.w, o0, tile8_bytes, step_bytes), n_steps, tile_fn, o0, n_valid);
+    TileT t = tile16<TileT>(*job.w, o0, tile8_bytes, step_bytes);
+    set_one_row_prefetch(t, job.decode_prefetch);
+    one_row_tile(job, t, n_steps, tile_fn, o0, n_valid);
   }
 }
 

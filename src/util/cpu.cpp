@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "specdec/error.h"
@@ -74,6 +75,28 @@ std::atomic<bool>& amx_on() {
   return on;
 }
 
+bool genuine_intel() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4), std::memcpy(vendor + 4, &d, 4), std::memcpy(vendor + 8, &c, 4);
+  return std::string(vendor) == "GenuineIntel";
+}
+
+DecodePrefetch initial_decode_prefetch() {
+  if (const char* env = std::getenv("SPECDEC_DECODE_PREFETCH"); env && *env) {
+    const std::string s(env);
+    if (s == "light") return DecodePrefetch::Light;
+    if (s == "deep") return DecodePrefetch::Deep;
+  }
+  return genuine_intel() ? DecodePrefetch::Deep : DecodePrefetch::Light;
+}
+
+std::atomic<int>& decode_prefetch_setting() {
+  static std::atomic<int> p{static_cast<int>(initial_decode_prefetch())};
+  return p;
+}
+
 std::atomic<int>& active() {
   static std::atomic<int> isa{static_cast<int>(initial_isa())};
   return isa;
@@ -119,6 +142,16 @@ bool amx_active() { return amx_on().load(std::memory_order_relaxed); }
 bool set_amx_active(bool on) {
   if (on && !amx_detected()) throw Error("AMX is not supported by this CPU (or the kernel refused the tile state)");
   return amx_on().exchange(on);
+}
+
+const char* decode_prefetch_name(DecodePrefetch p) { return p == DecodePrefetch::Deep ? "deep" : "light"; }
+
+DecodePrefetch decode_prefetch() {
+  return static_cast<DecodePrefetch>(decode_prefetch_setting().load(std::memory_order_relaxed));
+}
+
+DecodePrefetch set_decode_prefetch(DecodePrefetch p) {
+  return static_cast<DecodePrefetch>(decode_prefetch_setting().exchange(static_cast<int>(p)));
 }
 
 std::string active_isa_label() {

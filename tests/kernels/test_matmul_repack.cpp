@@ -1,6 +1,6 @@
 // Repacked weights (repack_rows: the Tiles8, Tiles16 and FloatRows8 layouts): the AVX2 and AVX-512 kernels over
 // the repacked copy give bit for bit the in-place kernel's outputs for every M, odd shapes (a partial last
-// tile, an odd block count) and thread counts; copy_weight_row restores every row; a repacked
+// tile, an odd block count), thread counts and decode prefetch settings (DecodePrefetch); copy_weight_row restores every row; a repacked
 // matrix used on another ISA falls back to row-major order with that ISA's bits; and only the
 // types and ISAs that have a repacked layout are repacked. Random data, seed printed
 // (SPECDEC_TEST_SEED repeats a run).
@@ -28,7 +28,8 @@ using namespace test_matmul;
 
 struct IsaGuard {
   Isa saved = active_isa();
-  ~IsaGuard() { set_active_isa(saved); }
+  DecodePrefetch saved_prefetch = decode_prefetch();
+  ~IsaGuard() { set_active_isa(saved), set_decode_prefetch(saved_prefetch); }
 };
 
 bool supports(Isa isa) {
@@ -127,10 +128,14 @@ TEST_P(Repack, TilesGiveTheInPlaceBitsForEveryM) {
       for (int M : {1, 2, 3, 4, 5, 8, 9, 17, 32, 70}) {
         const std::vector<float> x = random_x(M, shape[1], rng);
         const std::vector<float> in_place = run(p.w, x, M, nullptr);
-        for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
-          const std::vector<float> y = run(p.repacked, x, M, threads);
-          ASSERT_EQ(0, std::memcmp(y.data(), in_place.data(), y.size() * sizeof(float)))
-              << dtype_name(type) << " " << shape[0] << "x" << shape[1] << " M=" << M << (threads ? " 2 threads" : " 1 thread");
+        for (DecodePrefetch prefetch : {DecodePrefetch::Light, DecodePrefetch::Deep}) {
+          set_decode_prefetch(prefetch);  // hints only: the same bits
+          for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            const std::vector<float> y = run(p.repacked, x, M, threads);
+            ASSERT_EQ(0, std::memcmp(y.data(), in_place.data(), y.size() * sizeof(float)))
+                << dtype_name(type) << " " << shape[0] << "x" << shape[1] << " M=" << M
+                << (threads ? " 2 threads" : " 1 thread") << ", decode prefetch " << decode_prefetch_name(prefetch);
+          }
         }
       }
     }
