@@ -26,14 +26,23 @@ Isa set_active_isa(Isa isa);
 // the CPU has AMX-TILE and AMX-INT8, the AVX-512 target is supported, and the kernel granted
 // this process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once on the first call).
 bool amx_detected();
-// Whether the AVX-512 target runs the Q8_0 / Q4_K / Q5_K / Q6_K products of calls with many
-// activation rows (prefill) on AMX tiles. They give the same bits as the VNNI tiles
-// (docs/DESIGN.md), so this only changes speed. Default off (measured no faster, BENCHMARKS
-// section 20); SPECDEC_AMX=1 turns it on where amx_detected().
+// Which products of calls with many activation rows (kAmxMinRows or more: prefill) the AVX-512
+// target runs on AMX tiles. They give the same bits as the VNNI tiles (docs/DESIGN.md), so this
+// only changes speed.
+//   Off:     none.
+//   KQuants: Q4_K and Q5_K matrices, the default where amx_detected(). A 1B Q4_K_M prefill of
+//            64-row chunks ran 1.09-1.37x as fast so on the 2-core Emerald Rapids VM of
+//            docs/BENCHMARKS.md section 36 (and 1.1-1.3x on the 16-core Sapphire Rapids of 20b).
+//   All:     also Q8_0 and Q6_K (SPECDEC_AMX=1). A 1B Q8_0 prefill ran 0.68-0.97x as fast on
+//            AMX on that VM, and Q6_K's tiles were slower at every M in section 20.
+// SPECDEC_AMX=0 gives Off, SPECDEC_AMX=1 All (where amx_detected()); otherwise the default.
+enum class AmxUse { Off = 0, KQuants = 1, All = 2 };
+AmxUse amx_use();
+// Sets it (anything but Off requires amx_detected(), or throws Error); returns the previous
+// setting. For tests and benchmarks.
+AmxUse set_amx_use(AmxUse use);
+// amx_use() != AmxUse::Off.
 bool amx_active();
-// Turns AMX on or off (on requires amx_detected()); returns the previous setting. For tests and
-// benchmarks.
-bool set_amx_active(bool on);
 // "avx512+amx" when the AVX-512 target is active with AMX, else isa_name(active_isa()).
 std::string active_isa_label();
 

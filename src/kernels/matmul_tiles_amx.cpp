@@ -22,10 +22,13 @@
 // Q4_K and Q5_K values are u8 (tdpbsud); Q8_0 values and Q6_K values minus 32 are s8
 // (tdpbssd; the VNNI tiles add -128 sum(a) or -32 sum(a) to reach the same integers).
 // Cost per activation row and block of 32: the float steps (4-5 instructions) instead of
-// 8 vpdpbusd plus those steps, the tile products beside them on the AMX unit. Measured on a
-// Sapphire Rapids host (docs/BENCHMARKS.md section 20) it was not faster than the VNNI tiles:
-// every block's C tile goes through memory (tilestored, then 16 vector loads), and with two
-// tile stages that round trip, not the float steps, sets the pace. Hence opt-in (cpu.h).
+// 8 vpdpbusd plus those steps, the tile products beside them on the AMX unit. Every block's
+// C tile goes through memory (tilestored, then 16 vector loads), and with two tile stages that
+// round trip, not the float steps, sets the pace: on a 16-core Sapphire Rapids host
+// (docs/BENCHMARKS.md section 20) the tiles were slower than the VNNI ones at M <= 17 and for
+// Q6_K, and ahead at M >= 32 for Q8_0 and Q4_K; on a 2-core Emerald Rapids VM (section 36) a
+// Q4_K_M prefill ran 1.09-1.37x as fast, a Q8_0 one 0.68-0.97x. Hence Q4_K and Q5_K by
+// default, Q8_0 and Q6_K only under AmxUse::All (cpu.h), and only for calls of kAmxMinRows.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 AVX-512 headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -232,10 +235,12 @@ void amx_tile(const TileT& t, int64_t n_steps, const RowBlock& rb, __m512* acc) 
   }
 }
 
-// Runs job on the AMX tiles; false (doing nothing) for a type or layout they do not cover.
+// Runs job on the AMX tiles; false (doing nothing) for a type or layout they do not cover, or
+// that amx_use() leaves on the VNNI tiles (Q8_0 and Q6_K unless AmxUse::All).
 bool amx_range(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const int64_t n32 = w.n_in / 32, n256 = w.n_in / 256;
+  if ((w.type == DType::Q8_0 || w.type == DType::Q6_K) && amx_use() != AmxUse::All) return false;
   if (w.layout == WeightLayout::Q8_0Tiles16) {
     if (w.type != DType::Q8_0) return false;
     configure_tiles(32);

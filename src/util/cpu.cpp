@@ -63,16 +63,17 @@ bool probe_amx() {
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) == 0;
 }
 
-// Opt-in (SPECDEC_AMX=1): on a Sapphire Rapids host the AMX tiles were slower than the VNNI
-// tiles at M <= 17 and for Q6_K, and within the noise elsewhere (docs/BENCHMARKS.md section 20).
-bool initial_amx() {
+// Default KQuants where detected (cpu.h: the measurements behind it); SPECDEC_AMX=0 / 1.
+AmxUse initial_amx() {
   const char* env = std::getenv("SPECDEC_AMX");
-  return env && std::string(env) == "1" && amx_detected();
+  const std::string setting = env ? env : "";
+  if (setting == "0" || !amx_detected()) return AmxUse::Off;
+  return setting == "1" ? AmxUse::All : AmxUse::KQuants;
 }
 
-std::atomic<bool>& amx_on() {
-  static std::atomic<bool> on{initial_amx()};
-  return on;
+std::atomic<int>& amx_setting() {
+  static std::atomic<int> use{static_cast<int>(initial_amx())};
+  return use;
 }
 
 bool genuine_intel() {
@@ -137,11 +138,13 @@ bool amx_detected() {
   return amx;
 }
 
-bool amx_active() { return amx_on().load(std::memory_order_relaxed); }
+AmxUse amx_use() { return static_cast<AmxUse>(amx_setting().load(std::memory_order_relaxed)); }
 
-bool set_amx_active(bool on) {
-  if (on && !amx_detected()) throw Error("AMX is not supported by this CPU (or the kernel refused the tile state)");
-  return amx_on().exchange(on);
+bool amx_active() { return amx_use() != AmxUse::Off; }
+
+AmxUse set_amx_use(AmxUse use) {
+  if (use != AmxUse::Off && !amx_detected()) throw Error("AMX is not supported by this CPU (or the kernel refused the tile state)");
+  return static_cast<AmxUse>(amx_setting().exchange(static_cast<int>(use)));
 }
 
 const char* decode_prefetch_name(DecodePrefetch p) { return p == DecodePrefetch::Deep ? "deep" : "light"; }

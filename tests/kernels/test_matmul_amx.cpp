@@ -27,10 +27,10 @@ using namespace test_matmul;
 
 struct AmxGuard {
   Isa saved_isa = active_isa();
-  bool saved_amx = amx_active();
+  AmxUse saved_amx = amx_use();
   ~AmxGuard() {
     set_active_isa(saved_isa);
-    set_amx_active(saved_amx);
+    set_amx_use(saved_amx);
   }
 };
 
@@ -67,7 +67,7 @@ std::vector<float> amx_x(int M, int64_t n_in, Rng& rng) {
 }
 
 std::vector<float> amx_run(const WeightMatrix& w, const std::vector<float>& x, int M, bool amx, ThreadPool* pool) {
-  set_amx_active(amx);
+  set_amx_use(amx ? AmxUse::All : AmxUse::Off);
   std::vector<float> y(static_cast<size_t>(M * w.n_out), -1.0f);  // (M, n_out)
   matmul(w, x.data(), M, y.data(), pool);
   return y;
@@ -76,13 +76,19 @@ std::vector<float> amx_run(const WeightMatrix& w, const std::vector<float>& x, i
 TEST(MatmulAmx, SwitchingOnNeedsAmx) {
   AmxGuard guard;
   if (amx_detected()) {
-    set_amx_active(true);
     set_active_isa(Isa::Avx512);
-    EXPECT_EQ(active_isa_label(), "avx512+amx");
-    set_amx_active(false);
+    for (AmxUse use : {AmxUse::KQuants, AmxUse::All}) {
+      set_amx_use(use);
+      EXPECT_TRUE(amx_active());
+      EXPECT_EQ(active_isa_label(), "avx512+amx");
+    }
+    set_amx_use(AmxUse::Off);
+    EXPECT_FALSE(amx_active());
     EXPECT_EQ(active_isa_label(), "avx512");
   } else {
-    EXPECT_THROW(set_amx_active(true), Error);
+    EXPECT_EQ(amx_use(), AmxUse::Off);  // the default where there is none
+    EXPECT_THROW(set_amx_use(AmxUse::KQuants), Error);
+    EXPECT_THROW(set_amx_use(AmxUse::All), Error);
     EXPECT_EQ(std::string(active_isa_label()).find("amx"), std::string::npos);
   }
 }
@@ -131,18 +137,22 @@ TEST(MatmulAmx, GroupGivesEachMatmulsBits) {
   problems.push_back(make_amx_problem(DType::Q6_K, 24, n_in, true, rng));
   problems.push_back(make_amx_problem(DType::Q8_0, 45, n_in, true, rng));
   problems.push_back(make_amx_problem(DType::Q5_0, 33, n_in, false, rng));  // not an AMX type: the VNNI tiles
-  for (int M : {9, 40, 70}) {
-    const std::vector<float> x = amx_x(M, n_in, rng);
-    std::vector<std::vector<float>> grouped;
-    std::vector<MatmulOutput> outputs;
-    for (const AmxProblem& p : problems) grouped.emplace_back(static_cast<size_t>(M * p.w.n_out), -1.0f);
-    for (size_t i = 0; i < problems.size(); ++i) outputs.push_back({&problems[i].w, grouped[i].data()});
-    set_amx_active(true);
-    matmul_group(outputs.data(), static_cast<int>(outputs.size()), x.data(), M, &pool);
-    for (size_t i = 0; i < problems.size(); ++i) {
-      const std::vector<float> vnni = amx_run(problems[i].w, x, M, false, nullptr);
-      ASSERT_EQ(0, std::memcmp(vnni.data(), grouped[i].data(), vnni.size() * sizeof(float)))
-          << dtype_name(problems[i].w.type) << " M=" << M;
+  // KQuants: in one call the Q4_K matrix on AMX, the others on the VNNI tiles; All: Q6_K and
+  // Q8_0 on AMX too.
+  for (AmxUse use : {AmxUse::KQuants, AmxUse::All}) {
+    for (int M : {9, 40, 70}) {
+      const std::vector<float> x = amx_x(M, n_in, rng);
+      std::vector<std::vector<float>> grouped;
+      std::vector<MatmulOutput> outputs;
+      for (const AmxProblem& p : problems) grouped.emplace_back(static_cast<size_t>(M * p.w.n_out), -1.0f);
+      for (size_t i = 0; i < problems.size(); ++i) outputs.push_back({&problems[i].w, grouped[i].data()});
+      set_amx_use(use);
+      matmul_group(outputs.data(), static_cast<int>(outputs.size()), x.data(), M, &pool);
+      for (size_t i = 0; i < problems.size(); ++i) {
+        const std::vector<float> vnni = amx_run(problems[i].w, x, M, false, nullptr);
+        ASSERT_EQ(0, std::memcmp(vnni.data(), grouped[i].data(), vnni.size() * sizeof(float)))
+            << dtype_name(problems[i].w.type) << " M=" << M << (use == AmxUse::All ? " (all types)" : " (K-quants)");
+      }
     }
   }
 }
