@@ -33,6 +33,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "kernels/matmul_internal.h"
 #include "kernels/matmul_tiles_avx512.h"
 #include "kernels/quant_blocks.h"
@@ -199,6 +201,19 @@ inline void group_blocks(int n_blocks, int G, const int8_t* a, int64_t stride, c
 // chunk's products (group_blocks).
 constexpr int kChunkBlocks = 64;  // blocks of 32 values decoded per pass: 32 KiB of B operands
 
+// The weights' prefetch: 4 KiB ahead into L1 (as the VNNI tiles' before BENCHMARKS 30). On the
+// Emerald Rapids VM of BENCHMARKS 36 a 1B Q4_K_M prefill was the same within the noise with
+// none or with 8 KiB into L2 (the VNNI multi-row tiles' distance): these products are
+// compute-bound.
+template <typename TileT>
+[[gnu::always_inline]] inline void amx_prefetch(const TileT& t, int64_t step) {
+  if constexpr (std::is_base_of_v<Tile16, TileT>) {
+    prefetch_tile16_lines(t, step, kTile16PrefetchBytes, /*into_l1=*/true, 0, 1);
+  } else {
+    prefetch_next</*kIntoL1=*/true>(t, step);
+  }
+}
+
 template <typename Kind, typename TileT>
 void amx_tile(const TileT& t, int64_t n_steps, const RowBlock& rb, __m512* acc) {
   constexpr int kSteps = kChunkBlocks / Kind::kBlocksPerStep;  // steps per chunk
@@ -209,7 +224,7 @@ void amx_tile(const TileT& t, int64_t n_steps, const RowBlock& rb, __m512* acc) 
   for (int64_t s0 = 0; s0 < n_steps; s0 += kSteps) {
     const int n_chunk_steps = static_cast<int>(n_steps - s0 < kSteps ? n_steps - s0 : kSteps);
     for (int i = 0; i < n_chunk_steps; ++i) {
-      prefetch_next</*kIntoL1=*/true>(t, s0 + i);  // as before BENCHMARKS 30 (not measured on AMX since)
+      amx_prefetch(t, s0 + i);
       Kind::decode(t, s0 + i, [&](int block, const __m512i* v, __m512 w0, __m512 w1) {
         const int at = i * Kind::kBlocksPerStep + block;
         #pragma GCC unroll 8

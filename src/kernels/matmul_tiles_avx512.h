@@ -167,19 +167,24 @@ inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
 // buffers).
 // always_inline: GCC 12 counts a prefetch as no side effect, so a call left out of line is to a
 // "const" function, and its result unused, the call is deleted (every prefetch vanished so).
-template <bool kOneRow, int kParts>
-[[gnu::always_inline]] inline void prefetch_next_part(const Tile16& t, int64_t step, int part) {
-  const int64_t ahead = kOneRow ? t.one_row_ahead : kTile16RowsPrefetchBytes;
+// Part `part` of n_parts of the lines starting `ahead` bytes past step's bytes (0: none).
+[[gnu::always_inline]] inline void prefetch_tile16_lines(const Tile16& t, int64_t step, int64_t ahead, bool into_l1, int part,
+                                                         int n_parts) {
   if (ahead == 0) return;
   const uintptr_t begin = reinterpret_cast<uintptr_t>(t.p + step * t.step_bytes + ahead);
   const uintptr_t first_line = (begin + 63) & ~uintptr_t{63};
   const int64_t n_lines = static_cast<int64_t>(begin + static_cast<uintptr_t>(t.step_bytes) - first_line + 63) / 64;
-  const int64_t lo = n_lines * part / kParts, hi = n_lines * (part + 1) / kParts;
-  if (kOneRow && t.one_row_into_l1) {
+  const int64_t lo = n_lines * part / n_parts, hi = n_lines * (part + 1) / n_parts;
+  if (into_l1) {
     for (int64_t i = lo; i < hi; ++i) _mm_prefetch(reinterpret_cast<const char*>(first_line + 64 * static_cast<uintptr_t>(i)), _MM_HINT_T0);
   } else {
     for (int64_t i = lo; i < hi; ++i) _mm_prefetch(reinterpret_cast<const char*>(first_line + 64 * static_cast<uintptr_t>(i)), _MM_HINT_T1);
   }
+}
+template <bool kOneRow, int kParts>
+[[gnu::always_inline]] inline void prefetch_next_part(const Tile16& t, int64_t step, int part) {
+  if constexpr (kOneRow) prefetch_tile16_lines(t, step, t.one_row_ahead, t.one_row_into_l1, part, kParts);
+  else prefetch_tile16_lines(t, step, kTile16RowsPrefetchBytes, false, part, kParts);
 }
 template <bool kOneRow>
 [[gnu::always_inline]] inline void prefetch_next(const Tile16& t, int64_t step) {
