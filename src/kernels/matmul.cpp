@@ -232,15 +232,11 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
   if (active_isa() == Isa::Avx512) quantize_fn = quantize_activations_avx512;
   if (active_isa() == Isa::Avx2) quantize_fn = quantize_activations_avx2;
   QuantizedActs acts;
-  // AMX (and its block-major activation terms) only when a matrix of the group is one that
-  // amx_use() puts on it (matmul_tiles_amx.cpp amx_range decides the same per matrix).
+  // AMX (and its block-major activation terms) only when a matrix of the group goes to it.
   bool amx = false;
-  if (active_isa() == Isa::Avx512 && M >= kAmxMinRows && amx_active()) {
-    for (int i = 0; i < n_outputs; ++i) {
-      const DType type = outputs[i].w->type;
-      amx = amx || type == DType::Q4_K || type == DType::Q5_K ||
-            (amx_use() == AmxUse::All && (type == DType::Q8_0 || type == DType::Q6_K));
-    }
+  if (active_isa() == Isa::Avx512 && M >= kAmxMinRows) {
+    const AmxUse use = amx_use();
+    for (int i = 0; i < n_outputs; ++i) amx = amx || amx_takes(outputs[i].w->type, use);
   }
   if (any_quantized) acts = thread_acts(M, n_in, amx);
   void (*range_fn)(const RangeJob&) = matmul_range_scalar;

@@ -316,6 +316,14 @@ void matmul_range_amx(const RangeJob& job);
 // The AVX-512 path runs calls of at least this many activation rows on AMX when amx_active():
 // below, the VNNI tiles were faster for every type measured (BENCHMARKS section 20).
 constexpr int kAmxMinRows = 32;
+// Whether a matrix of `type` goes to the AMX tiles under `use` (cpu.h AmxUse), in a call of at
+// least kAmxMinRows rows: matmul_group prepares the AMX activation terms only then, and
+// matmul_range_amx leaves every other matrix to the VNNI tiles.
+constexpr bool amx_takes(DType type, AmxUse use) {
+  if (use == AmxUse::Off) return false;
+  if (type == DType::Q4_K || type == DType::Q5_K) return true;
+  return use == AmxUse::All && (type == DType::Q8_0 || type == DType::Q6_K);
+}
 
 // The float tiles' prefetch (matmul_avx2.cpp, matmul_avx512.cpp). Since BENCHMARKS 35 the SIMD
 // paths read float matrices repacked (FloatRows8) when n_in is a multiple of 16: a decode's

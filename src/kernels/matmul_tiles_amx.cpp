@@ -251,11 +251,11 @@ void amx_tile(const TileT& t, int64_t n_steps, const RowBlock& rb, __m512* acc) 
 }
 
 // Runs job on the AMX tiles; false (doing nothing) for a type or layout they do not cover, or
-// that amx_use() leaves on the VNNI tiles (Q8_0 and Q6_K unless AmxUse::All).
+// that amx_use() leaves on the VNNI tiles (amx_takes).
 bool amx_range(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const int64_t n32 = w.n_in / 32, n256 = w.n_in / 256;
-  if ((w.type == DType::Q8_0 || w.type == DType::Q6_K) && amx_use() != AmxUse::All) return false;
+  if (!amx_takes(w.type, amx_use())) return false;
   if (w.layout == WeightLayout::Q8_0Tiles16) {
     if (w.type != DType::Q8_0) return false;
     configure_tiles(32);

@@ -122,7 +122,7 @@ inline __m512 halves16(const uint8_t* p) {  // 16 binary16 at p
 // A 16-row tile of a Tiles16 matrix at p (rows past n_out are zero). Its block iteration
 // `step` reads bytes [step * step_bytes, (step + 1) * step_bytes) of the tile: one sequential
 // stream, as the tiles of a task follow each other. one_row_*: a decode's prefetch
-// (one_row_prefetch below); a verify's is fixed (kTile16RowsPrefetchBytes).
+// (set_one_row_prefetch below); a verify's is fixed (kTile16RowsPrefetchBytes).
 struct Tile16 {
   const uint8_t* p = nullptr;
   int64_t step_bytes = 0;
@@ -149,6 +149,7 @@ struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two block
 constexpr int64_t kTile16PrefetchBytes = 4096;
 constexpr int64_t kTile16RowsPrefetchBytes = 8192;
 
+// A decode's tile: the distance and hint above for `decode`.
 template <typename TileT>
 inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
   const bool deep = decode == DecodePrefetch::Deep;
@@ -156,18 +157,11 @@ inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
   t.one_row_into_l1 = !deep;
 }
 
-// Prefetches part `part` of kParts of the lines that start in the bytes step + the distance
-// above will read (prefetch_next below: all of them): each line once, past the tile into the
-// next (contiguous) one; past the matrix: harmless. kOneRow = RB::kPrefetchIntoL1 of the
-// caller's row block (RowBlock in matmul_internal.h), true for a decode's OneRowBlock: then the
-// tile's one_row_* fields choose. The K-quant tiles at M = 1 (RB::kOneRow) spread a
-// super-block's lines (16 rows x 144-210 bytes: 36-53) over its 8 blocks of 32 values instead
-// of one burst per super-block: on the Zen 4 of BENCHMARKS 31 a 2-thread Q4_K M = 1 call from
-// memory took ~0.85x as long so (a burst of ~36 prefetches queues behind the L1's few miss
-// buffers).
+// Prefetches part `part` of n_parts of the lines that start in the bytes step + ahead will read
+// (all of them for n_parts = 1): each line once, past the tile into the next (contiguous) one;
+// past the matrix: harmless. ahead = 0: none. Into L1 (into_l1) or L2.
 // always_inline: GCC 12 counts a prefetch as no side effect, so a call left out of line is to a
 // "const" function, and its result unused, the call is deleted (every prefetch vanished so).
-// Part `part` of n_parts of the lines starting `ahead` bytes past step's bytes (0: none).
 [[gnu::always_inline]] inline void prefetch_tile16_lines(const Tile16& t, int64_t step, int64_t ahead, bool into_l1, int part,
                                                          int n_parts) {
   if (ahead == 0) return;
@@ -181,6 +175,13 @@ inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
     for (int64_t i = lo; i < hi; ++i) _mm_prefetch(reinterpret_cast<const char*>(first_line + 64 * static_cast<uintptr_t>(i)), _MM_HINT_T1);
   }
 }
+// The tiles' prefetch of step's lines ahead, part `part` of kParts. kOneRow =
+// RB::kPrefetchIntoL1 of the caller's row block (RowBlock in matmul_internal.h), true for a
+// decode's OneRowBlock: then the tile's one_row_* fields choose, else a verify's distance. The
+// K-quant tiles at M = 1 (RB::kOneRow) spread a super-block's lines (16 rows x 144-210 bytes:
+// 36-53) over its 8 blocks of 32 values instead of one burst per super-block: on the Zen 4 of
+// BENCHMARKS 31 a 2-thread Q4_K M = 1 call from memory took ~0.85x as long so (a burst of ~36
+// prefetches queues behind the L1's few miss buffers).
 template <bool kOneRow, int kParts>
 [[gnu::always_inline]] inline void prefetch_next_part(const Tile16& t, int64_t step, int part) {
   if constexpr (kOneRow) prefetch_tile16_lines(t, step, t.one_row_ahead, t.one_row_into_l1, part, kParts);
