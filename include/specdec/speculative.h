@@ -131,6 +131,11 @@ class SpeculativeDecoder {
   // Feeds a target forward timing to the adaptive rule as if measured (tests use it to simulate
   // a preempted verify forward).
   void observe_verify_timing(int n_rows, double seconds);
+  // The adaptive rule's current estimates: verify_cost(n_rows) = t(n_rows) / t(1) of the target
+  // (1 when nothing is measured), and whether some K <= draft_max pays at the measured costs
+  // ((K + 1) / (K c_draft + verify_cost(K + 1)) > 1). Cost: O(draft_max).
+  double estimated_verify_cost(int n_rows) const;
+  bool drafting_can_pay() const;
 
  private:
   int choose_k(int n_max_new);

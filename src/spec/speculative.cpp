@@ -189,6 +189,10 @@ void SpeculativeDecoder::observe_verify_timing(int n_rows, double seconds) {
   controller_->observe_verify(n_rows, seconds);
 }
 
+double SpeculativeDecoder::estimated_verify_cost(int n_rows) const { return controller_->verify_cost(n_rows); }
+
+bool SpeculativeDecoder::drafting_can_pay() const { return controller_->drafting_can_pay(config_.draft_max); }
+
 int SpeculativeDecoder::draft_units(int n_proposed) {
   // A proposal also catches the drafter up on the tokens committed since its last one (its
   // tables, its cache): per-token cost = time / (proposed + caught-up tokens), so that rare

@@ -406,8 +406,9 @@ TEST(SpeculativeAdaptive, ShadowDraftsObserveCheapDraftersOnly) {
 // One preempted verify forward measured early (clipped to 3x the estimate) made every draft
 // look unprofitable; drafting then stopped, so multi-row forwards were never timed again and
 // the decoder stayed plain for good. Plain steps now carry a discarded extra row now and then
-// (cost probes) while drafting cannot pay, which re-times 2-row forwards: drafting resumes, and
-// the output stays that of plain decoding.
+// (cost probes) while drafting cannot pay, which re-times 2-row forwards: the 2-row cost
+// estimate comes back from the injected ~10 to what this machine measures, drafting resumes
+// where it pays, and the output stays that of plain decoding.
 TEST(SpeculativeAdaptive, RecoversFromAPreemptedVerifyTiming) {
   const auto& trio = testing::tiny_trio();
   auto target = testing::load_single_threaded(trio.target);
@@ -415,9 +416,12 @@ TEST(SpeculativeAdaptive, RecoversFromAPreemptedVerifyTiming) {
   DraftModelDrafter self_drafter(*target);  // the target drafting for itself: all accepted
   testing::ClockFreeDrafter drafter(self_drafter);
   // How much it drafts after recovering follows the measured costs (19-51% of passes alone,
-  // 5% once in the sanitizer CI stage next to another test process): up to three attempts with
-  // a fresh decoder, and one must draft more than a tenth of its passes. Before the fix drafting
-  // never resumed, so every attempt failed.
+  // 5% once in the sanitizer CI stage next to another test process, none in 2 of 3 sanitizer
+  // runs on a Zen 3 VM (BENCHMARKS 37d), where a 2-row forward of this tiny model measured about
+  // 2 1-row ones and no draft pays): up to three attempts with a fresh decoder, and one must
+  // draft more than a tenth of its passes or measure that drafting cannot pay. Every attempt
+  // must bring the 2-row estimate back below 3. Before the fix the estimate stayed at the
+  // injected ~10 and drafting never resumed, so every attempt failed.
   bool recovered = false;
   for (int attempt = 0; attempt < 3 && !recovered; ++attempt) {
     SpecConfig config;
@@ -439,13 +443,17 @@ TEST(SpeculativeAdaptive, RecoversFromAPreemptedVerifyTiming) {
           << "round " << round;
     }
     const SpecStats& s = spec.stats();
-    std::printf("[measure] after a preempted verify timing (attempt %d): %lld cost probes, %lld drafting steps of %lld\n",
+    const double c2 = spec.estimated_verify_cost(2);
+    const bool can_pay = spec.drafting_can_pay();
+    std::printf("[measure] after a preempted verify timing (attempt %d): %lld cost probes, %lld drafting steps of %lld, "
+                "estimated c(2) %.2f, drafting %s\n",
                 attempt + 1, static_cast<long long>(s.n_cost_probes), static_cast<long long>(s.n_drafting_steps),
-                static_cast<long long>(s.n_target_passes));
+                static_cast<long long>(s.n_target_passes), c2, can_pay ? "can pay" : "cannot pay");
     EXPECT_GT(s.n_cost_probes, 0) << "no plain step re-timed a multi-row forward";
-    recovered = s.n_drafting_steps > s.n_target_passes / 10;
+    EXPECT_LT(c2, 3.0) << "the 2-row cost estimate kept the preempted timings";
+    recovered = s.n_drafting_steps > s.n_target_passes / 10 || !can_pay;
   }
-  EXPECT_TRUE(recovered) << "drafting did not resume (three attempts)";
+  EXPECT_TRUE(recovered) << "drafting did not resume where it pays (three attempts)";
 }
 
 TEST(SpeculativeStats, ReportsPassesAcceptanceAndCosts) {
