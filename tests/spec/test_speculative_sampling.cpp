@@ -93,10 +93,19 @@ testing::ChiSquareResult run_setup(const Setup& setup, Transformer& target, Tran
   *acceptance = stats.acceptance_rate();
   if (setup.config.adaptive) {
     // The adaptive rule must actually have mixed plain steps with drafts of several lengths,
-    // bonus tokens and second steps, or the test would check plain sampling only.
-    EXPECT_GT(stats.n_drafting_steps, n_trials / 50) << setup.name << ": adaptive K barely drafted";
+    // bonus tokens and second steps, or the test would check plain sampling only. Drafting
+    // follows the measured costs: in a sanitizer build on a 2-core Zen 3 VM a 2-row forward of
+    // these tiny models measured ~2 1-row ones, no K paid, and the rule rightly stayed plain
+    // (BENCHMARKS 37d). There the drafting is not required; the fixed-K setups cover it.
+    const bool can_pay = decoder.drafting_can_pay();
+    if (can_pay || stats.n_drafting_steps > n_trials / 50) {
+      EXPECT_GT(stats.n_drafting_steps, n_trials / 50) << setup.name << ": adaptive K barely drafted";
+      EXPECT_GT(stats.n_emitted, stats.n_target_passes) << setup.name << ": no step emitted more than one token";
+    } else {
+      std::printf("[measure] %s: drafting cannot pay at the measured costs (c(2) %.2f): plain steps only\n",
+                  setup.name.c_str(), decoder.estimated_verify_cost(2));
+    }
     EXPECT_GT(stats.n_target_passes - stats.n_drafting_steps, n_trials / 50) << setup.name << ": no plain steps";
-    EXPECT_GT(stats.n_emitted, stats.n_target_passes) << setup.name << ": no step emitted more than one token";
     // (K >= 2 is rare here: verify costs grow fast per row on models this small; fixed K = 2
     // covers those steps.)
     std::printf("[measure] %s: %lld plain steps, %lld drafting steps, %lld of them K >= 2\n", setup.name.c_str(),
