@@ -97,10 +97,10 @@ testing::ChiSquareResult run_setup(const Setup& setup, Transformer& target, Tran
     // follows the measured costs: in a sanitizer build on a 2-core Zen 3 VM a 2-row forward of
     // these tiny models measured ~2 1-row ones, no K paid, and the rule rightly stayed plain
     // (BENCHMARKS 37d). There the drafting is not required; the fixed-K setups cover it.
-    const bool can_pay = decoder.drafting_can_pay();
-    if (can_pay || stats.n_drafting_steps > n_trials / 50) {
-      EXPECT_GT(stats.n_drafting_steps, n_trials / 50) << setup.name << ": adaptive K barely drafted";
+    if (stats.n_drafting_steps > n_trials / 50) {
       EXPECT_GT(stats.n_emitted, stats.n_target_passes) << setup.name << ": no step emitted more than one token";
+    } else if (decoder.drafting_can_pay()) {
+      ADD_FAILURE() << setup.name << ": adaptive K barely drafted (" << stats.n_drafting_steps << " drafting steps)";
     } else {
       std::printf("[measure] %s: drafting cannot pay at the measured costs (c(2) %.2f): plain steps only\n",
                   setup.name.c_str(), decoder.estimated_verify_cost(2));
