@@ -67,7 +67,8 @@ inline __m256i q8_0_block_dot(Abs v_abs, Val v, const int8_t* a) {
 
 // One Q8_0 block b (values v[k], their absolute values v_abs[k], scales d, one per lane) applied
 // to every row of rb: S = q8_0_block_dot, then acc[r] = fma(float(S) * da_b, d, acc[r]). Every
-// Q8_0 path (in place, repacked, repacked at M = 1) runs these two steps.
+// Q8_0 path (in place, repacked, repacked at M = 1, the repacked row groups) computes this
+// exact S and runs scale_block on it, block by block in order: the same bits.
 inline void q8_0_block_rows(const __m256i* v, const __m256i* v_abs, __m256 d, const RowBlock& rb, int64_t b,
                             __m256* acc) {
   for (int r = 0; r < rb.R; ++r) {

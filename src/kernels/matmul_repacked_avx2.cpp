@@ -4,8 +4,9 @@
 // The in-place Q8_0 tile (matmul_tiles_avx2.cpp) builds, for each block of 32 values of 8 rows,
 // the 8 transposed vectors v[k] (8 loads, 8 inserts, 16 unpacks) and gathers the 8 scales.
 // Here those vectors are stored as they are needed: per block, 8 aligned 32-byte loads and one
-// 16-byte load of the scales. The per-row work (q8_0_block_rows) is the same instruction
-// sequence, so every output is bit for bit the in-place tile's, for every M, tile and thread.
+// 16-byte load of the scales. Each output gets the in-place tile's exact integer sum per block
+// and the same float step (q8_0_block_rows), so every output is bit for bit the in-place
+// tile's, for every M, tile and thread; several rows run in groups (q8_0_repacked_group).
 // A thread's range is one sequential stream (tiles are contiguous), which the hardware
 // prefetchers follow; pairs further ahead are also prefetched explicitly.
 #include <immintrin.h>
@@ -46,21 +47,86 @@ void q8_0_repacked_tile_1row(const uint8_t* tile, int64_t n_blocks, const RowBlo
   acc[0] = acc0;
 }
 
-void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
-  if (rb.R == 1) return q8_0_repacked_tile_1row(tile, n_blocks, rb, acc);
-  const int64_t ahead = prefetch_pairs(rb.R) * kQ8PairBytes;
-  for (int64_t b = 0; b < n_blocks; ++b) {
+// G activation rows (rb's rows g0 .. g0 + G - 1) over blocks [b_begin, b_end) of a tile, with
+// the G accumulators in registers across the blocks. Each of a block's 8 vectors is loaded and
+// made |q| once, then applied to the G rows before the next (k outer, rows inner): G int32
+// sums, G accumulators, the vector, |q| and two temporaries fit the 16 registers for G <= 5
+// (G = 5 spills a little). The row-at-a-time loop (q8_0_block_rows) held v[8] and |q|[8]
+// across the rows and reloaded them from the stack for every row: ~70 instructions per row and
+// block against ~50 here (docs/BENCHMARKS.md section 38). Per (row, output) the same exact integer sum per block (any order
+// gives it) and the same float step in block order, so the same bits.
+// ahead: bytes ahead of each pair prefetched (0: none, for a group that re-reads cached pairs).
+template <int G>
+void q8_0_repacked_group(const uint8_t* tile, int64_t b_begin, int64_t b_end, const RowBlock& rb, int g0,
+                         int64_t ahead, __m256* acc) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t* a[G];   // (G) the rows' quantized values, (n_pad) each
+  const float* da[G];   // (G) the rows' block scales, (n_pad / 32) each
+  __m256 sum[G];        // (G) accumulators: 8 outputs each
+  #pragma GCC unroll 5
+  for (int r = 0; r < G; ++r) {
+    a[r] = rb.values(g0 + r);
+    da[r] = &rb.acts->scales32[(rb.r0 + g0 + r) * rb.stride32()];
+    sum[r] = acc[g0 + r];
+  }
+  for (int64_t b = b_begin; b < b_end; ++b) {
     const uint8_t* pair = tile + (b / 2) * kQ8PairBytes;
-    if (b % 2 == 0) prefetch_pair(pair + ahead);  // past the matrix's end: harmless (never faults)
+    if (ahead != 0 && b % 2 == 0) prefetch_pair(pair + ahead);  // past the matrix's end: harmless (never faults)
     const uint8_t* values = pair + 32 + (b % 2) * 256;  // (8 vectors of 32 bytes)
-    __m256i v[8], v_abs[8];
+    __m256i s[G];  // (G) exact integer dot products of this block, 8 lanes each
     #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
-      v[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(values + 32 * k));
-      v_abs[k] = _mm256_sign_epi8(v[k], v[k]);  // |q| as u8 (-128 -> 128)
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(values + 32 * k));
+      const __m256i v_abs = _mm256_sign_epi8(v, v);  // |q| as u8 (-128 -> 128)
+      #pragma GCC unroll 5
+      for (int r = 0; r < G; ++r) {
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(v_abs, _mm256_sign_epi8(bcast4(a[r] + 32 * b + 4 * k), v)), ones);
+        s[r] = k == 0 ? p : _mm256_add_epi32(s[r], p);
+        // Keeps each sum a chain of 8 adds in a register: without it GCC re-associated the
+        // 8 G products into trees, kept them all live and spilled them (and the accumulators).
+        __asm__("" : "+x"(s[r]));
+      }
     }
     const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(pair + (b % 2) * 16)));
-    q8_0_block_rows(v, v_abs, d, rb, b, acc);
+    #pragma GCC unroll 5
+    for (int r = 0; r < G; ++r) scale_block(s[r], da[r][b], d, sum[r]);
+  }
+  #pragma GCC unroll 5
+  for (int r = 0; r < G; ++r) acc[g0 + r] = sum[r];
+}
+
+// Blocks per chunk when several groups share a tile: 16 blocks (8 pairs, 4.3 KiB) stay in L1
+// while every group runs over them. Group after group over the whole tile instead left the
+// memory idle while the later groups re-read the tile from L2: the weight stream and the
+// products ran one after the other (1B Q8_0 t(9) ~ t(1) + the products).
+constexpr int64_t kChunkBlocks = 16;
+
+// Several rows: ceil(R / 5) groups, as even as possible (5, 9 = 4 + 5, 17 = 4 + 4 + 4 + 5), so
+// every group has 2 to 5 rows. One group runs over the whole tile, prefetching as the
+// row-at-a-time loop did; several take the tile a chunk at a time, all groups per chunk, the
+// first prefetching the next chunk (a chunk of all R rows is ~R x 0.1 µs of work, above a
+// memory latency from R = 2).
+void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
+  if (rb.R == 1) return q8_0_repacked_tile_1row(tile, n_blocks, rb, acc);
+  const int n_groups = (rb.R + 4) / 5;
+  int sizes[kRowBlock];  // (n_groups) rows per group: 2..5
+  for (int g = 0, g0 = 0; g < n_groups; ++g) {
+    sizes[g] = (rb.R - g0) / (n_groups - g);  // the remaining rows over the remaining groups
+    g0 += sizes[g];
+  }
+  const bool one_group = n_groups == 1;
+  const int64_t chunk = one_group ? n_blocks : kChunkBlocks;
+  for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
+    const int64_t c1 = c0 + chunk < n_blocks ? c0 + chunk : n_blocks;
+    for (int g = 0, g0 = 0; g < n_groups; g0 += sizes[g], ++g) {
+      const int64_t ahead = one_group ? prefetch_pairs(rb.R) * kQ8PairBytes : g == 0 ? chunk / 2 * kQ8PairBytes : 0;
+      switch (sizes[g]) {
+        case 2: q8_0_repacked_group<2>(tile, c0, c1, rb, g0, ahead, acc); break;
+        case 3: q8_0_repacked_group<3>(tile, c0, c1, rb, g0, ahead, acc); break;
+        case 4: q8_0_repacked_group<4>(tile, c0, c1, rb, g0, ahead, acc); break;
+        default: q8_0_repacked_group<5>(tile, c0, c1, rb, g0, ahead, acc); break;
+      }
+    }
   }
 }
 

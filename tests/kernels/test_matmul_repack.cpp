@@ -114,9 +114,10 @@ TEST_P(Repack, TilesGiveTheInPlaceBitsForEveryM) {
   Rng rng(testing::test_seed("repacked vs in place"));
   ThreadPool pool(2);
   // {n_out, n_in}: partial last tiles (1, 13, 37 rows), odd block counts of 32 (n_in / 32 = 1,
-  // 3, 9), and a shape split over several thread chunks; K types: n_in a multiple of 256.
+  // 3, 9), and a shape split over several thread chunks; K types: n_in a multiple of 256. Q8_0
+  // 24 x 1056: 33 blocks, which the AVX2 row groups take in chunks of 16 (two and a part).
   using Shapes = std::vector<std::array<int64_t, 2>>;  // {n_out, n_in}
-  const Shapes q8_shapes = {{1, 32}, {8, 64}, {13, 96}, {37, 288}, {64, 256}, {200, 512}};
+  const Shapes q8_shapes = {{1, 32}, {8, 64}, {13, 96}, {37, 288}, {64, 256}, {200, 512}, {24, 1056}};
   const Shapes k_shapes = {{1, 256}, {13, 512}, {37, 768}, {200, 256}};
   // legacy types: n_in a multiple of 64 (pairs of blocks), 576 as in 576-wide models
   const Shapes legacy_shapes = {{1, 64}, {8, 128}, {13, 576}, {37, 192}, {200, 64}};
