@@ -43,6 +43,9 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 //    the row-major row size.
 //  - Chunks16Tiles8: the same idea for the super-block types Q2_K, Q3_K, Q4_K, Q5_K and Q6_K: each
 //    16-byte chunk of 8 rows' blocks stored transposed (layouts in src/kernels/matmul_internal.h).
+//  - Blocks32PairTiles8: the same for the legacy types Q4_0, Q4_1, Q5_0, Q5_1 (n_in a multiple
+//    of 64): pairs of blocks per 8-row tile, the nibbles transposed, d, m and qh per row in
+//    2-byte units.
 //  - Q8_0Tiles16, Chunks16Tiles16, Blocks32PairTiles16 (the AVX-512 path's): 16-row tiles, two
 //    8-row tiles of the Tiles8 form (Blocks32PairTiles16: of the legacy types' pair layout)
 //    interleaved so that each 16-row vector is one 64-byte load and a tile one sequential
@@ -61,6 +64,7 @@ enum class WeightLayout {
   Q8_0Tiles16 = 4,
   Chunks16Tiles16 = 5,
   FloatRows8 = 6,
+  Blocks32PairTiles8 = 7,
 };
 
 struct WeightMatrix {
@@ -75,7 +79,7 @@ struct WeightMatrix {
 // ---- repacked weights (src/kernels/repack.cpp)
 // Bytes of w's repacked copy for the active ISA, or 0 when w keeps its file layout there (today
 // Q8_0 and the K-quants Q2_K to Q6_K on the AVX2 (Tiles8) and AVX-512 (Tiles16) paths have one,
-// Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64 on the AVX-512 path, and F32, F16, BF16
+// Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64 on both, and F32, F16, BF16
 // with n_in a multiple of 16 on both (FloatRows8); the scalar path reads every type in place;
 // and 0 for a matrix that is already repacked). Tiles16 layouts round n_out up to whole 16-row
 // tiles, the others to 8 (zero rows).

@@ -139,7 +139,8 @@ bool needs_row_major_copy(const WeightMatrix& w) {
     case WeightLayout::Q8_0Tiles8: known = w.type == DType::Q8_0; break;
     case WeightLayout::Chunks16Tiles16:
     case WeightLayout::Chunks16Tiles8: known = k_quant; break;
-    case WeightLayout::Blocks32PairTiles16: known = legacy && w.n_in % 64 == 0; break;
+    case WeightLayout::Blocks32PairTiles16:
+    case WeightLayout::Blocks32PairTiles8: known = legacy && w.n_in % 64 == 0; break;
     case WeightLayout::FloatRows8: known = is_float_weight(w.type) && w.n_in % kFloatChunkValues == 0; break;
     default: break;
   }

@@ -189,6 +189,7 @@ void float_range(const RangeJob& job) {
 
 void matmul_range_avx2(const RangeJob& job) {
   if (job.w->layout == WeightLayout::Q8_0Tiles8) return matmul_range_repacked_avx2(job);
+  if (job.w->layout == WeightLayout::Blocks32PairTiles8) return matmul_range_repacked_legacy_avx2(job);
   switch (job.w->type) {
     case DType::F32: float_range<DType::F32>(job); break;
     case DType::F16: float_range<DType::F16>(job); break;

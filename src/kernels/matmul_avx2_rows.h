@@ -44,6 +44,25 @@ inline void store_outputs(const __m256* acc, const RowBlock& rb, float* y, int64
   }
 }
 
+// The outputs [job.o_begin, job.o_end) of a matrix stored as 8-row tiles of tile_bytes each
+// (the repacked layouts): for each tile and each block of up to kRowBlock activation rows,
+// tile_fn(tile, rb, acc) accumulates into acc[0 .. rb.R) (zeroed), which are then stored.
+template <typename TileFn>
+inline void for_each_repacked_tile(const RangeJob& job, int64_t tile_bytes, TileFn&& tile_fn) {
+  const WeightMatrix& w = *job.w;
+  __m256 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 8 outputs
+  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
+    const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
+    const uint8_t* tile = static_cast<const uint8_t*>(w.data) + (o0 / kLanes) * tile_bytes;
+    for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
+      const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
+      for (int r = 0; r < rb.R; ++r) acc[r] = _mm256_setzero_ps();
+      tile_fn(tile, rb, acc);
+      store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
+    }
+  }
+}
+
 // The float step of the one-scale blocks (Q8_0, Q4_0): acc = fma(float(S) * da, d, acc).
 inline void scale_block(__m256i s, float da, __m256 d, __m256& acc) {
   acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(da)), d, acc);
@@ -63,6 +82,35 @@ inline __m256i q8_0_block_dot(Abs v_abs, Val v, const int8_t* a) {
     s[k % 2] = k < 2 ? p : _mm256_add_epi32(s[k % 2], p);
   }
   return _mm256_add_epi32(s[0], s[1]);
+}
+
+// Integer dot products of 32 activation values at a with 8 vectors of unsigned values < 16
+// (Q4_K nibbles): the 8 maddubs are summed in int16 (<= 8 * 3810), then widened once.
+inline __m256i nibble_block_dot(const __m256i* v, const int8_t* a) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s0 = _mm256_maddubs_epi16(v[0], bcast4(a));
+  __m256i s1 = _mm256_maddubs_epi16(v[1], bcast4(a + 4));
+  #pragma GCC unroll 8
+  for (int k = 2; k < 8; k += 2) {
+    s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(v[k], bcast4(a + 4 * k)));
+    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(v[k + 1], bcast4(a + 4 * k + 4)));
+  }
+  return _mm256_madd_epi16(_mm256_add_epi16(s0, s1), ones);
+}
+
+// Integer dot products of 32 activation values at a with 8 vectors of unsigned values < 32
+// (Q5_K): groups of 4 maddubs summed in int16 (<= 4 * 7874), widened twice.
+inline __m256i five_bit_block_dot(const __m256i* v, const int8_t* a) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s[2];
+  #pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m256i p[4];
+    #pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) p[k] = _mm256_maddubs_epi16(v[4 * h + k], bcast4(a + 16 * h + 4 * k));
+    s[h] = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
+  }
+  return _mm256_add_epi32(_mm256_madd_epi16(s[0], ones), _mm256_madd_epi16(s[1], ones));
 }
 
 // One Q8_0 block b (values v[k], their absolute values v_abs[k], scales d, one per lane) applied

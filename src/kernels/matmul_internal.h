@@ -213,10 +213,9 @@ constexpr int64_t chunk16_block_bytes(int64_t block_bytes) {
   return block_bytes / 16 * 128 + round_up(8 * (block_bytes % 16), 32);
 }
 
-// ---- The legacy types' 8-row pair tiles (Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64),
-// stored only as Blocks32PairTiles16 (two of them, interleaved as above): read by the AVX-512
-// legacy tile only (on AVX2 the layout was 2x faster at M = 1 but slower at M = 9,
-// docs/BENCHMARKS.md section 21a). Rows in tiles of 8 (zero rows past n_out);
+// ---- The legacy types' 8-row pair tiles (Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64):
+// WeightLayout::Blocks32PairTiles8 (read by matmul_repacked_legacy_avx2.cpp), and two of them
+// interleaved as above in Blocks32PairTiles16 (the AVX-512 legacy tile). Rows in tiles of 8 (zero rows past n_out);
 // a tile's pairs of blocks p (values 64p .. 64p + 63) in order, each legacy_pair_bytes(B) =
 // 8 x 2 x B bytes for blocks of B bytes (18, 20, 22, 24):
 //   [0, 128)    qs of block 2p: vector k (k < 4) at 32 k, its lane L (bytes 4L..4L+3) =
@@ -307,6 +306,11 @@ bool matmul_range_tiled_avx2(const RangeJob& job);
 // Q8_0Tiles8 matrix with exactly the in-place AVX2 Q8_0 tile's operations (the same bits).
 // job.o_begin must be a multiple of 8 (matmul's chunks are multiples of 16).
 void matmul_range_repacked_avx2(const RangeJob& job);
+
+// The repacked legacy kernel (matmul_repacked_legacy_avx2.cpp): job's outputs from a
+// Blocks32PairTiles8 matrix (Q4_0, Q4_1, Q5_0, Q5_1) with the in-place AVX2 legacy tile's
+// values, integer sums and float steps (the same bits).
+void matmul_range_repacked_legacy_avx2(const RangeJob& job);
 
 // AMX tiles (matmul_tiles_amx.cpp) for the Q8_0, Q4_K, Q5_K and Q6_K matrices, in place or
 // repacked: the same bits as matmul_range_avx512 (which it calls for every other type). Needs

@@ -133,19 +133,10 @@ void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& r
 }  // namespace
 
 void matmul_range_repacked_avx2(const RangeJob& job) {
-  const WeightMatrix& w = *job.w;
-  const int64_t tile_bytes = q8_tile_bytes(w.n_in), n_blocks = w.n_in / 32;
-  __m256 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 8 outputs
-  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
-    const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    const uint8_t* tile = static_cast<const uint8_t*>(w.data) + (o0 / kLanes) * tile_bytes;
-    for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
-      const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
-      for (int r = 0; r < rb.R; ++r) acc[r] = _mm256_setzero_ps();
-      q8_0_repacked_tile(tile, n_blocks, rb, acc);
-      store_outputs(acc, rb, job.y, w.n_out, o0, n_valid);
-    }
-  }
+  const int64_t n_blocks = job.w->n_in / 32;
+  for_each_repacked_tile(job, q8_tile_bytes(job.w->n_in), [n_blocks](const uint8_t* tile, const RowBlock& rb, __m256* acc) {
+    q8_0_repacked_tile(tile, n_blocks, rb, acc);
+  });
 }
 
 }  // namespace specdec::matmul_detail

@@ -65,35 +65,6 @@ void q8_0_tile(const Tile& t, int64_t n_blocks, const RowBlock& rb, __m256* acc)
   }
 }
 
-// Integer dot products of 32 activation values at a with 8 vectors of unsigned values < 16
-// (Q4_K nibbles): the 8 maddubs are summed in int16 (<= 8 * 3810), then widened once.
-inline __m256i nibble_block_dot(const __m256i* v, const int8_t* a) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i s0 = _mm256_maddubs_epi16(v[0], bcast4(a));
-  __m256i s1 = _mm256_maddubs_epi16(v[1], bcast4(a + 4));
-  #pragma GCC unroll 8
-  for (int k = 2; k < 8; k += 2) {
-    s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(v[k], bcast4(a + 4 * k)));
-    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(v[k + 1], bcast4(a + 4 * k + 4)));
-  }
-  return _mm256_madd_epi16(_mm256_add_epi16(s0, s1), ones);
-}
-
-// Integer dot products of 32 activation values at a with 8 vectors of unsigned values < 32
-// (Q5_K): groups of 4 maddubs summed in int16 (<= 4 * 7874), widened twice.
-inline __m256i five_bit_block_dot(const __m256i* v, const int8_t* a) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i s[2];
-  #pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-    __m256i p[4];
-    #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) p[k] = _mm256_maddubs_epi16(v[4 * h + k], bcast4(a + 16 * h + 4 * k));
-    s[h] = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
-  }
-  return _mm256_add_epi32(_mm256_madd_epi16(s[0], ones), _mm256_madd_epi16(s[1], ones));
-}
-
 // ---- The legacy 32-value blocks: binary16 d, for Q4_1/Q5_1 binary16 m, for Q5_0/Q5_1 qh (32
 // fifth bits, bit j of the little-endian word for value j), then 16 bytes of nibbles (values
 // 0..15 in the low nibbles, 16..31 in the high ones). Weights: Q4_0 d * (q - 8), Q5_0

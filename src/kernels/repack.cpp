@@ -43,8 +43,9 @@ WeightLayout target_layout(const WeightMatrix& w) {
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
-    case DType::Q5_1:  // AVX-512 only: on AVX2 the layout made M = 9 slower (BENCHMARKS 21a)
-      return w.n_in % 64 == 0 && wide ? WeightLayout::Blocks32PairTiles16 : WeightLayout::RowMajor;
+    case DType::Q5_1:
+      if (w.n_in % 64 != 0) return WeightLayout::RowMajor;
+      return wide ? WeightLayout::Blocks32PairTiles16 : WeightLayout::Blocks32PairTiles8;
     case DType::F32:
     case DType::F16:
     case DType::BF16:  // both SIMD paths: one stream per decode tile (BENCHMARKS 35)
@@ -61,6 +62,9 @@ int64_t q8_values_offset(int64_t b, int k, int L) { return (b / 2) * kQ8PairByte
 int64_t super_block_bytes(DType type) { return static_cast<int64_t>(dtype_row_bytes(type, 256)); }
 
 bool is_q8_0(WeightLayout layout) { return layout == WeightLayout::Q8_0Tiles8 || layout == WeightLayout::Q8_0Tiles16; }
+bool is_legacy_pairs(WeightLayout layout) {
+  return layout == WeightLayout::Blocks32PairTiles8 || layout == WeightLayout::Blocks32PairTiles16;
+}
 
 // 8-row tiles per stored tile: 2 in the Tiles16 layouts, whose 8-row tiles alternate unit by unit.
 int64_t tiles_per_group(WeightLayout layout) { return is_tiles16(layout) ? 2 : 1; }
@@ -69,7 +73,7 @@ int64_t tiles_per_group(WeightLayout layout) { return is_tiles16(layout) ? 2 : 1
 int64_t unit_bytes(const WeightMatrix& w, WeightLayout layout) {
   if (is_q8_0(layout)) return kQ8PairBytes;
   if (layout == WeightLayout::FloatRows8) return kFloatGroupRows * float_chunk_bytes(w);
-  if (layout == WeightLayout::Blocks32PairTiles16) return legacy_pair_bytes(static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
+  if (is_legacy_pairs(layout)) return legacy_pair_bytes(static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
   return chunk16_block_bytes(super_block_bytes(w.type));
 }
 
@@ -77,7 +81,7 @@ int64_t unit_bytes(const WeightMatrix& w, WeightLayout layout) {
 int64_t tile_bytes(const WeightMatrix& w, WeightLayout layout) {
   if (is_q8_0(layout)) return q8_tile_bytes(w.n_in);
   if (layout == WeightLayout::FloatRows8) return kFloatGroupRows * static_cast<int64_t>(w.row_bytes);
-  if (layout == WeightLayout::Blocks32PairTiles16) return legacy_tile_bytes(w.n_in, static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
+  if (is_legacy_pairs(layout)) return legacy_tile_bytes(w.n_in, static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
   return w.n_in / 256 * chunk16_block_bytes(super_block_bytes(w.type));
 }
 
@@ -89,7 +93,7 @@ struct Granule {
 };
 Granule granule(const WeightMatrix& w, WeightLayout layout, int64_t x) {
   if (is_q8_0(layout)) return x < 32 ? Granule{0, 16} : Granule{32, 32};  // the d of 2 blocks, then q
-  if (layout == WeightLayout::Blocks32PairTiles16) return x < 256 ? Granule{0, 32} : Granule{256, 16};  // qs, then units
+  if (is_legacy_pairs(layout)) return x < 256 ? Granule{0, 32} : Granule{256, 16};  // qs, then units
   const int64_t vectors = super_block_bytes(w.type) / 16 * 128;  // the chunks, then the tail's units
   return x < vectors ? Granule{0, 32} : Granule{vectors, 16};
 }
@@ -139,7 +143,7 @@ void for_each_piece(const WeightMatrix& w, WeightLayout layout, int L, Copy copy
     }
     return;
   }
-  if (layout == WeightLayout::Blocks32PairTiles16) {
+  if (is_legacy_pairs(layout)) {
     // LegacyFields' kBytes, kQsOffset (d[, m][, qh] come first) and kUnits, for the runtime type
     const int64_t block = static_cast<int64_t>(dtype_row_bytes(w.type, 32)), qs = block - 16, n_units = qs / 2;
     for (int64_t b = 0; b < w.n_in / 32; ++b) {

@@ -42,13 +42,11 @@ struct FreeDeleter {
 };
 
 // The types with a repacked layout on the active ISA: AVX2 (Tiles8) and AVX-512 (Tiles16)
-// repack Q8_0 and the K-quants, both the float types (FloatRows8, n_in a multiple of 16);
-// AVX-512 also the legacy 32-value types.
+// repack Q8_0, the K-quants and the legacy 32-value types (n_in a multiple of 64), both the
+// float types (FloatRows8, n_in a multiple of 16).
 std::vector<DType> repacked_types() {
-  std::vector<DType> types = {DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                              DType::F32,  DType::F16,  DType::BF16};
-  if (active_isa() == Isa::Avx512) types.insert(types.end(), {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1});
-  return types;
+  return {DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F32,
+          DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1};
 }
 
 // The super-block types (n_in a multiple of 256).
@@ -60,7 +58,7 @@ bool is_legacy(DType type) { return type == DType::Q4_0 || type == DType::Q4_1 |
 WeightLayout expected_layout(DType type) {
   const bool wide = active_isa() == Isa::Avx512;
   if (is_float(type)) return WeightLayout::FloatRows8;
-  if (is_legacy(type)) return WeightLayout::Blocks32PairTiles16;
+  if (is_legacy(type)) return wide ? WeightLayout::Blocks32PairTiles16 : WeightLayout::Blocks32PairTiles8;
   if (type == DType::Q8_0) return wide ? WeightLayout::Q8_0Tiles16 : WeightLayout::Q8_0Tiles8;
   return wide ? WeightLayout::Chunks16Tiles16 : WeightLayout::Chunks16Tiles8;
 }
@@ -119,8 +117,9 @@ TEST_P(Repack, TilesGiveTheInPlaceBitsForEveryM) {
   using Shapes = std::vector<std::array<int64_t, 2>>;  // {n_out, n_in}
   const Shapes q8_shapes = {{1, 32}, {8, 64}, {13, 96}, {37, 288}, {64, 256}, {200, 512}, {24, 1056}};
   const Shapes k_shapes = {{1, 256}, {13, 512}, {37, 768}, {200, 256}};
-  // legacy types: n_in a multiple of 64 (pairs of blocks), 576 as in 576-wide models
-  const Shapes legacy_shapes = {{1, 64}, {8, 128}, {13, 576}, {37, 192}, {200, 64}};
+  // legacy types: n_in a multiple of 64 (pairs of blocks), 576 as in 576-wide models; 24 x 1088:
+  // 34 blocks, which the AVX2 row groups build in chunks of 16 (two and a part)
+  const Shapes legacy_shapes = {{1, 64}, {8, 128}, {13, 576}, {37, 192}, {200, 64}, {24, 1088}};
   // float types: n_in a multiple of 16 (chunks), odd chunk counts and 2 or 3 AVX2 vectors
   const Shapes float_shapes = {{1, 16}, {8, 48}, {13, 80}, {37, 208}, {200, 576}};
   for (DType type : repacked_types()) {
@@ -214,10 +213,10 @@ TEST(Repack, OnlyTypesAndIsasWithALayoutAndWholeTiles) {
     EXPECT_THROW(repack_rows(w51, 0, 16, dst.data()), Error);  // no layout on any ISA
     // Q6_K: 2 tiles x (13 chunks x 128 + the tail of 8 binary16 d padded to 32) on AVX2
     EXPECT_EQ(repacked_bytes(w6k), isa != Isa::Scalar ? 2u * 1696u : 0u) << isa_name(isa);
-    // Q5_1, n_in = 96 (3 blocks: not whole pairs): read in place everywhere; n_in = 64 on
-    // AVX-512: 2 tiles x 1 pair of blocks x 8 rows x 2 x 24 bytes
+    // Q5_1, n_in = 96 (3 blocks: not whole pairs): read in place everywhere; n_in = 64 on both
+    // SIMD paths: 2 tiles x 1 pair of blocks x 8 rows x 2 x 24 bytes
     EXPECT_EQ(repacked_bytes(w51), 0u) << isa_name(isa);
-    EXPECT_EQ(repacked_bytes(w51_64), isa == Isa::Avx512 ? 2u * 384u : 0u) << isa_name(isa);
+    EXPECT_EQ(repacked_bytes(w51_64), isa != Isa::Scalar ? 2u * 384u : 0u) << isa_name(isa);
     // F16: 2 groups of 8 rows x 96 bytes (the last 3 rows zero) on both SIMD paths; n_in not
     // a multiple of 16: read in place
     EXPECT_EQ(repacked_bytes(wf16), isa != Isa::Scalar ? 2u * 8u * 96u : 0u) << isa_name(isa);
