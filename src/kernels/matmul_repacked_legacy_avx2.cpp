@@ -5,7 +5,7 @@
 // The in-place legacy tile (matmul_tiles_avx2.cpp) transposes every block's nibbles from 8 row
 // streams in registers (4 loads, 4 inserts, 8 unpacks) and gathers its d, m and qh, on every
 // call. Here the nibbles are stored transposed and d, m and qh as one 16-byte load per field,
-// in one sequential stream per tile. The values, the exact integer sums per block and the
+// in one sequential stream per tile, prefetched ~4.5 KiB ahead. The values, the exact integer sums per block and the
 // float steps are the in-place tile's (see that file's per-row operation order), so every
 // output is bit for bit the in-place tile's, for every M, tile and thread:
 //   Q4_0, Q5_0: S = sum(q * a_b) - 8 (16) * sum(a_b);  acc = fma(float(S) * da_b, d, acc)
@@ -90,12 +90,28 @@ inline void legacy_step(__m256i s, const LegacyBlock& w, const RowBlock& rb, int
   }
 }
 
+// The pair of blocks about kAheadBytes past block b's (b even), into L1. A thread's tiles are
+// one sequential stream, but with the hardware prefetchers alone a Zen 3 read it at half its
+// read probe at M = 1 (a 58 MB Q5_0 matrix on 2 cores: 4.2-4.6 ms, 2.8-3.2 with this; several
+// rows 0.66-0.86x the time; docs/BENCHMARKS.md section 38). Past the matrix's end: harmless
+// (never faults).
+constexpr int64_t kAheadBytes = 4608;
+template <bool kFiveBit, bool kMin>
+inline void prefetch_pair_ahead(const uint8_t* tile, int64_t b) {
+  using F = LegacyFields<kFiveBit, kMin>;
+  constexpr int64_t kAheadPairs = (kAheadBytes + F::kPairBytes - 1) / F::kPairBytes;  // 12-16
+  const char* p = reinterpret_cast<const char*>(tile + (b / 2 + kAheadPairs) * F::kPairBytes);
+  #pragma GCC unroll 6
+  for (int64_t i = 0; i < F::kPairBytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
+}
+
 // M = 1: 8 outputs of one tile for the one row.
 template <bool kFiveBit, bool kMin>
 __m256 legacy_tile_1row(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb) {
   __m256 acc = _mm256_setzero_ps();
   const int8_t* a = rb.values(0);
   for (int64_t b = 0; b < n_blocks; ++b) {
+    if (b % 2 == 0) prefetch_pair_ahead<kFiveBit, kMin>(tile, b);
     LegacyBlock w;
     build_block<kFiveBit, kMin>(tile, b, w);
     const __m256i s = kFiveBit ? five_bit_block_dot(w.v, a + 32 * b) : nibble_block_dot(w.v, a + 32 * b);
@@ -152,7 +168,10 @@ void legacy_tile_rows(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb,
   const int n_groups = (rb.R + 3) / 4;
   for (int64_t c0 = 0; c0 < n_blocks; c0 += kChunkBlocks) {
     const int64_t c1 = c0 + kChunkBlocks < n_blocks ? c0 + kChunkBlocks : n_blocks;
-    for (int64_t b = c0; b < c1; ++b) build_block<kFiveBit, kMin>(tile, b, chunk[b - c0]);
+    for (int64_t b = c0; b < c1; ++b) {
+      if (b % 2 == 0) prefetch_pair_ahead<kFiveBit, kMin>(tile, b);
+      build_block<kFiveBit, kMin>(tile, b, chunk[b - c0]);
+    }
     for (int g = 0, g0 = 0; g < n_groups; ++g) {
       const int size = (rb.R - g0) / (n_groups - g);  // the remaining rows over the remaining groups: 2..4
       switch (size) {
