@@ -46,7 +46,11 @@ inline __m128i legacy_unit(const uint8_t* tile, int64_t b, int64_t u) {
   return _mm_load_si128(reinterpret_cast<const __m128i*>(pair + 256 + 16 * ((b % 2) * F::kUnits + u)));
 }
 
-// Block b of a tile (Blocks32PairTiles8): the in-place legacy tile's values, d and m.
+// Block b of a tile (Blocks32PairTiles8): the in-place legacy tile's values, d and m. The
+// nibble split, the fifth bits and legacy_step below repeat lines of that tile on purpose:
+// sharing them (helpers in matmul_avx2_rows.h, tried) made GCC inline and allocate the
+// in-place file's tiles differently, and its Q6_K decode tile ran 1.35x slower (182 -> 246 µs,
+// 2048 x 2048, one thread; docs/BENCHMARKS.md sections 37b and 38e).
 template <bool kFiveBit, bool kMin>
 inline void build_block(const uint8_t* tile, int64_t b, LegacyBlock& out) {
   using F = LegacyFields<kFiveBit, kMin>;
