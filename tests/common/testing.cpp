@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include "specdec/error.h"
@@ -69,6 +70,10 @@ int sanitizer_slowdown() {
 #endif
 }
 
+bool detection_power_checked() { return sanitizer_slowdown() == 1; }
+
+int planted_bug_trials(int n_trials) { return n_trials / sanitizer_slowdown(); }
+
 std::vector<float> read_f32_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw Error("cannot open " + path);
@@ -77,6 +82,18 @@ std::vector<float> read_f32_file(const std::string& path) {
   std::vector<float> out(size / sizeof(float));
   in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size() * sizeof(float)));
   return out;
+}
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open " + path);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw Error("cannot write " + path);
 }
 
 }  // namespace specdec::testing

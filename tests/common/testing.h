@@ -11,6 +11,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "specdec/rng.h"
 
 namespace specdec::testing {
 
@@ -25,8 +28,20 @@ uint64_t test_seed(const char* what = "");
 std::string temp_dir();
 // Under ASan/UBSan/TSan trial counts are scaled down by this factor (1 otherwise).
 int sanitizer_slowdown();
+// Planted-bug families show that a statistic has the power to detect a bug: that needs every
+// trial, and a sanitizer build runs them ~8x slower (they were 60% of the ASan stage's test
+// time, 195 of 320 s in test_spec). So a sanitizer build runs the planted bugs' code paths with
+// planted_bug_trials(n) = n / sanitizer_slowdown() trials and does not require detection
+// (detection_power_checked() is false); the Release build, which CI runs first, requires it.
+bool detection_power_checked();
+int planted_bug_trials(int n_trials);
 // Reads a whole file of float32 values (Error when absent).
 std::vector<float> read_f32_file(const std::string& path);
+// A uniform value in [-1, 1).
+inline float uniform_signed(Rng& rng) { return static_cast<float>(rng.uniform() * 2.0 - 1.0); }
+// Reads / writes a whole file of bytes (Error naming the path when it cannot be opened).
+std::vector<uint8_t> read_bytes(const std::string& path);
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 
 }  // namespace specdec::testing
 

@@ -7,12 +7,17 @@
 #include <sstream>
 
 #include "common/testing.h"
+#include "engine/engine_requests.h"
 #include "common/tiny_model.h"
 #include "specdec/engine.h"
 #include "specdec/error.h"
 
 namespace specdec {
 namespace {
+
+using testing::greedy;
+using testing::kRepetitive;
+using testing::options_for;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -21,30 +26,10 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-EngineOptions options_for(const std::string& model, const char* method) {
-  EngineOptions o;
-  o.model_path = model;
-  o.method = parse_spec_method(method);
-  o.n_threads = 2;
-  return o;
-}
-
-GenerateRequest greedy(const std::string& prompt, int n) {
-  GenerateRequest r;
-  r.prompt = prompt;
-  r.max_tokens = n;
-  r.sampling.temperature = 0.0f;
-  return r;
-}
-
-// A prompt whose continuation repeats it, so lookup drafts get accepted in long runs.
-const char* kRepetitive =
-    "Lily saw a big red ball. She wanted to play with the ball. Lily saw a big red ball. She wanted to";
-
 TEST(Engine, GreedyGoldenStories260K) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
   SPECDEC_FIXTURE(golden_path, "models/stories260K.greedy.once-upon-a-time.txt");
-  Engine engine(options_for(model, "none"));
+  Engine engine(options_for(model, "none", 2));
   GenerateRequest request = greedy("Once upon a time", 120);
   auto result = engine.generate(request);
   ASSERT_EQ(result.n_prompt_tokens, 5);
@@ -58,7 +43,7 @@ TEST(Engine, GreedyGoldenStories260K) {
 
 TEST(Engine, GeneratedTextKeepsTheSpaceAfterThePrompt) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
-  Engine engine(options_for(model, "none"));
+  Engine engine(options_for(model, "none", 2));
   // The golden continuation of "Once upon a" starts with " time": its space must survive.
   auto result = engine.generate(greedy("Once upon a", 3));
   ASSERT_FALSE(result.text.empty());
@@ -69,7 +54,7 @@ TEST(Engine, GeneratedTextKeepsTheSpaceAfterThePrompt) {
 TEST(Engine, SpeculativeGreedyEqualsPlainForEveryModelFreeMethod) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
   for (const char* method : {"lookup", "ngram"}) {
-    Engine engine(options_for(model, method));
+    Engine engine(options_for(model, method, 2));
     for (const char* prompt : {"Once upon a time", kRepetitive, "The cat", "One day, Tom"}) {
       GenerateRequest request = greedy(prompt, 60);
       request.speculative = false;
@@ -84,7 +69,7 @@ TEST(Engine, SpeculativeGreedyEqualsPlainForEveryModelFreeMethod) {
 
 TEST(Engine, MaxTokensAndStopStringsInsideAcceptedRuns) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
-  EngineOptions o = options_for(model, "lookup");
+  EngineOptions o = options_for(model, "lookup", 2);
   o.spec.adaptive = false;  // draft every step: the adaptive rule drafts only when it pays
   Engine engine(o);
   GenerateRequest request = greedy(kRepetitive, 40);
@@ -137,7 +122,7 @@ TEST(Engine, EosInsideAnAcceptedRunEndsLikePlainDecoding) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
   GenerateRequest request = greedy(kRepetitive, 40);
   request.speculative = false;
-  const auto original = Engine(options_for(model, "none")).generate(request);
+  const auto original = Engine(options_for(model, "none", 2)).generate(request);
   ASSERT_EQ(original.finish, FinishReason::Length);
   int n_cut_after_eos = 0, n_candidates = 0;
   for (size_t j = 4; j < original.tokens.size() && n_candidates < 6; ++j) {
@@ -151,7 +136,7 @@ TEST(Engine, EosInsideAnAcceptedRunEndsLikePlainDecoding) {
     testing::write_edited_copy(model, edited, [&](GgufWriter& w) {
       w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
     });
-    EngineOptions o = options_for(edited, "lookup");
+    EngineOptions o = options_for(edited, "lookup", 2);
     o.spec.adaptive = false;  // draft every step
     o.spec.draft_max = 8;
     Engine engine(o);
@@ -175,7 +160,7 @@ TEST(Engine, EosInsideAnAcceptedRunEndsLikePlainDecoding) {
 
 TEST(Engine, StreamedPiecesConcatenateToTheTextAndAreValidUtf8) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
-  Engine engine(options_for(model, "ngram"));
+  Engine engine(options_for(model, "ngram", 2));
   GenerateRequest request = greedy("Once upon a time", 80);
   request.stop = {"zzzz"};  // never matches, but forces hold-back logic
   std::string streamed;
@@ -196,7 +181,7 @@ TEST(Engine, StreamedPiecesConcatenateToTheTextAndAreValidUtf8) {
 
 TEST(Engine, CancelStopsGeneration) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
-  Engine engine(options_for(model, "lookup"));
+  Engine engine(options_for(model, "lookup", 2));
   int n_pieces = 0;
   auto result = engine.generate(greedy("Once upon a time", 100), [&](const StreamPiece&) { return ++n_pieces < 3; });
   EXPECT_EQ(result.finish, FinishReason::Cancelled);
@@ -205,7 +190,7 @@ TEST(Engine, CancelStopsGeneration) {
 
 TEST(Engine, ContextFullStopsWithReason) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
-  EngineOptions o = options_for(model, "lookup");
+  EngineOptions o = options_for(model, "lookup", 2);
   o.n_ctx = 48;
   Engine engine(o);
   auto result = engine.generate(greedy(kRepetitive, 100));
@@ -219,7 +204,7 @@ TEST(Engine, ContextFullStopsWithReason) {
 
 TEST(Engine, BadRequestsNameTheProblem) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
-  EngineOptions o = options_for(model, "none");
+  EngineOptions o = options_for(model, "none", 2);
   o.n_ctx = 16;
   Engine engine(o);
   GenerateRequest r = greedy(std::string(200, 'a'), 4);
@@ -231,7 +216,7 @@ TEST(Engine, BadRequestsNameTheProblem) {
   }
   r = greedy("hi", 0);
   EXPECT_THROW(engine.generate(r), Error);
-  EngineOptions too_long = options_for(model, "none");
+  EngineOptions too_long = options_for(model, "none", 2);
   too_long.n_ctx = 100000;
   try {
     Engine bad(too_long);
@@ -239,7 +224,7 @@ TEST(Engine, BadRequestsNameTheProblem) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("exceeds the model's 128"), std::string::npos) << e.what();
   }
-  EngineOptions needs_draft = options_for(model, "draft");
+  EngineOptions needs_draft = options_for(model, "draft", 2);
   EXPECT_THROW(Engine{needs_draft}, Error);
 }
 

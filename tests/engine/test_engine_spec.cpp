@@ -10,37 +10,23 @@
 
 #include "common/cli_run.h"
 #include "common/testing.h"
+#include "engine/engine_requests.h"
 #include "specdec/engine.h"
 #include "specdec/error.h"
 
 namespace specdec {
 namespace {
 
+using testing::greedy;
+using testing::kRepetitive;
+using testing::options_for;
+
 using testing::run_cli;
-
-const char* kRepetitive =
-    "Lily saw a big red ball. She wanted to play with the ball. Lily saw a big red ball. She wanted to";
-
-EngineOptions options_for(const std::string& model, const char* method) {
-  EngineOptions o;
-  o.model_path = model;
-  o.method = parse_spec_method(method);
-  o.n_threads = 1;
-  return o;
-}
-
-GenerateRequest greedy(const std::string& prompt, int n) {
-  GenerateRequest r;
-  r.prompt = prompt;
-  r.max_tokens = n;
-  r.sampling.temperature = 0.0f;
-  return r;
-}
 
 TEST(EngineSpec, TreeMethodGreedyEqualsPlainWithAndWithoutADraftModel) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
   for (bool with_draft : {false, true}) {
-    EngineOptions o = options_for(model, "tree");
+    EngineOptions o = options_for(model, "tree", 1);
     if (with_draft) o.draft_path = model;  // the model as its own draft
     o.spec.adaptive = false;
     o.tree_nodes = 8;
@@ -63,7 +49,7 @@ TEST(EngineSpec, TreeMethodGreedyEqualsPlainWithAndWithoutADraftModel) {
     }
   }
   // --tree-nodes with the n-gram drafter also drafts trees.
-  EngineOptions o = options_for(model, "ngram");
+  EngineOptions o = options_for(model, "ngram", 1);
   o.tree_nodes = 10;
   o.tree_width = 3;
   o.spec.adaptive = false;
@@ -79,7 +65,7 @@ TEST(EngineSpec, TreeMethodGreedyEqualsPlainWithAndWithoutADraftModel) {
 
 TEST(EngineSpec, TreeOptionsAreChecked) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
-  EngineOptions o = options_for(model, "tree");
+  EngineOptions o = options_for(model, "tree", 1);
   o.tree_width = -1;  // 0 means the drafters' defaults
   EXPECT_THROW(Engine{o}, Error);
   o.tree_width = 0;
@@ -97,7 +83,7 @@ TEST(EngineSpec, TreeOptionsAreChecked) {
 TEST(EngineSpec, StreamedOriginsSayWhereEachTokenCameFrom) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
   // A model drafting for itself: every draft token is accepted, each step ends with a bonus.
-  EngineOptions self = options_for(model, "draft");
+  EngineOptions self = options_for(model, "draft", 1);
   self.draft_path = model;
   self.spec.adaptive = false;
   self.spec.draft_max = 4;
@@ -116,7 +102,7 @@ TEST(EngineSpec, StreamedOriginsSayWhereEachTokenCameFrom) {
   EXPECT_GT(count(TokenOrigin::Bonus), 0);
   EXPECT_EQ(count(TokenOrigin::Corrected), 0) << "a self-draft is never corrected";
   // Prompt lookup on text that does not repeat the prompt exactly: some drafts are corrected.
-  EngineOptions lookup = options_for(model, "lookup");
+  EngineOptions lookup = options_for(model, "lookup", 1);
   lookup.spec.adaptive = false;
   Engine lookup_engine(lookup);
   origins.clear();
@@ -134,7 +120,7 @@ TEST(EngineSpec, StreamedOriginsSayWhereEachTokenCameFrom) {
 
 TEST(EngineSpec, FixedKStatsCarryMeasuredCosts) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
-  EngineOptions o = options_for(model, "draft");
+  EngineOptions o = options_for(model, "draft", 1);
   o.draft_path = model;
   o.spec.adaptive = false;
   o.spec.draft_max = 3;

@@ -13,10 +13,8 @@
 namespace specdec {
 namespace {
 
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
+using testing::read_bytes;
+using testing::write_bytes;
 
 // Copies every metadata entry and tensor of `f` into a writer, in file order.
 GgufWriter rewrite(const GgufFile& f) {

@@ -16,17 +16,10 @@
 namespace specdec {
 namespace {
 
+using testing::read_bytes;
+using testing::write_bytes;
+
 using testing::Bytes;
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
 
 template <typename F>
 void expect_error(F&& call, const std::vector<std::string>& parts) {

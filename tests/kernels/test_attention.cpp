@@ -23,9 +23,9 @@
 namespace specdec {
 namespace {
 
-float uniform(Rng& rng) { return static_cast<float>(rng.uniform() * 2.0 - 1.0); }
+using testing::uniform_signed;
 
-struct Problem {
+struct AttentionProblem {
   AttentionShape shape;
   int n_prefix = 0;
   int n_slots = 0;
@@ -40,8 +40,8 @@ struct Problem {
   AttentionRows rows() const { return {n_rows(), n_prefix, extra_begin.data(), extra_slots.data()}; }
 };
 
-Problem random_problem(Rng& rng, int n_heads, int n_kv_heads, int head_dim, int n_prefix, int m) {
-  Problem p;
+AttentionProblem random_problem(Rng& rng, int n_heads, int n_kv_heads, int head_dim, int n_prefix, int m) {
+  AttentionProblem p;
   p.shape = {n_heads, n_kv_heads, head_dim};
   p.n_prefix = n_prefix;
   p.n_slots = n_prefix + m + 3;  // a few unused slots
@@ -66,19 +66,19 @@ Problem random_problem(Rng& rng, int n_heads, int n_kv_heads, int head_dim, int 
   p.q.resize(static_cast<size_t>(m) * n_heads * head_dim);
   p.k.resize(static_cast<size_t>(p.n_slots) * p.kv_stride);
   p.v.resize(p.k.size());
-  for (float& x : p.q) x = 2.0f * uniform(rng);
-  for (float& x : p.k) x = uniform(rng);
-  for (float& x : p.v) x = uniform(rng);
+  for (float& x : p.q) x = 2.0f * uniform_signed(rng);
+  for (float& x : p.k) x = uniform_signed(rng);
+  for (float& x : p.v) x = uniform_signed(rng);
   return p;
 }
 
-std::vector<float> run(const Problem& p, ThreadPool* pool) {
+std::vector<float> run(const AttentionProblem& p, ThreadPool* pool) {
   std::vector<float> out(p.q.size(), -7.0f);  // (M, n_heads * head_dim)
   attention(p.shape, p.rows(), p.q.data(), p.k.data(), p.v.data(), p.kv_stride, out.data(), pool);
   return out;
 }
 
-std::vector<double> reference(const Problem& p) {
+std::vector<double> reference(const AttentionProblem& p) {
   const int hd = p.shape.head_dim, group = p.shape.n_heads / p.shape.n_kv_heads;
   std::vector<double> out(p.q.size());
   for (int i = 0; i < p.n_rows(); ++i) {
@@ -117,7 +117,7 @@ TEST(Attention, MatchesFloat64ReferenceOnEveryIsa) {
     for (const Shape& s : kShapes) {
       const int n_prefix = static_cast<int>(rng.below(40));
       const int m = 1 + static_cast<int>(rng.below(20));
-      const Problem p = random_problem(rng, s.n_heads, s.n_kv_heads, s.head_dim, n_prefix, m);
+      const AttentionProblem p = random_problem(rng, s.n_heads, s.n_kv_heads, s.head_dim, n_prefix, m);
       const std::vector<float> got = run(p, nullptr);
       const std::vector<double> ref = reference(p);
       const double bound = 3e-6 * (1.0 + s.head_dim / 16.0);  // max|v| <= 1
@@ -138,13 +138,13 @@ TEST(Attention, RowResultIndependentOfBatchThreadsAndSlotLayout) {
     for (const Shape& s : kShapes) {
       const int n_prefix = static_cast<int>(rng.below(30));
       const int m = 1 + static_cast<int>(rng.below(20));
-      const Problem p = random_problem(rng, s.n_heads, s.n_kv_heads, s.head_dim, n_prefix, m);
+      const AttentionProblem p = random_problem(rng, s.n_heads, s.n_kv_heads, s.head_dim, n_prefix, m);
       const std::vector<float> batch = run(p, nullptr);
       EXPECT_EQ(run(p, &pool), batch) << "2 threads differ";
       const size_t q_dim = static_cast<size_t>(s.n_heads) * s.head_dim;
       for (int i = 0; i < m; ++i) {
         // The same row alone, keys where the batch had them.
-        Problem alone = p;
+        AttentionProblem alone = p;
         alone.parent = {-1};
         alone.q.assign(p.q.begin() + static_cast<std::ptrdiff_t>(i * q_dim), p.q.begin() + static_cast<std::ptrdiff_t>((i + 1) * q_dim));
         alone.extra_slots.assign(p.extra_slots.begin() + p.extra_begin[i], p.extra_slots.begin() + p.extra_begin[i + 1]);
@@ -153,7 +153,7 @@ TEST(Attention, RowResultIndependentOfBatchThreadsAndSlotLayout) {
         EXPECT_EQ(std::memcmp(single.data(), batch.data() + i * q_dim, q_dim * sizeof(float)), 0)
             << isa_name(isa) << " row " << i << " alone";
         // Its ancestors moved into the cached prefix as a chain: prefix + path, then itself.
-        Problem chain = alone;
+        AttentionProblem chain = alone;
         const int depth = static_cast<int>(alone.extra_slots.size()) - 1;
         chain.n_prefix = n_prefix + depth;
         chain.n_slots = chain.n_prefix + 1;
@@ -175,7 +175,7 @@ TEST(Attention, RowResultIndependentOfBatchThreadsAndSlotLayout) {
     // Small problems above run on the caller (attention's work floor); these are well above
     // it (>= 1 M multiply-adds), so the pool splits them over heads and row tiles.
     for (int m : {1, 5, 17}) {
-      const Problem big = random_problem(rng, 8, 2, 64, 600 + static_cast<int>(rng.below(100)), m);
+      const AttentionProblem big = random_problem(rng, 8, 2, 64, 600 + static_cast<int>(rng.below(100)), m);
       EXPECT_EQ(run(big, &pool), run(big, nullptr)) << isa_name(isa) << " M = " << m << ": 2 threads differ";
     }
     set_active_isa(previous);
@@ -193,7 +193,7 @@ TEST(Attention, F16KeysAndValuesGiveTheF32ResultOnTheRoundedValues) {
     for (const Shape& s : kShapes) {
       const int n_prefix = static_cast<int>(rng.below(40));
       const int m = 1 + static_cast<int>(rng.below(20));
-      Problem rounded = random_problem(rng, s.n_heads, s.n_kv_heads, s.head_dim, n_prefix, m);
+      AttentionProblem rounded = random_problem(rng, s.n_heads, s.n_kv_heads, s.head_dim, n_prefix, m);
       std::vector<uint16_t> k16(rounded.k.size()), v16(rounded.v.size());  // (n_slots, kv_stride)
       quantize_row(DType::F16, rounded.k.data(), k16.data(), static_cast<int64_t>(k16.size()));
       quantize_row(DType::F16, rounded.v.data(), v16.data(), static_cast<int64_t>(v16.size()));
@@ -212,7 +212,7 @@ TEST(Attention, F16KeysAndValuesGiveTheF32ResultOnTheRoundedValues) {
     set_active_isa(previous);
   }
   std::vector<float> out(8);
-  const Problem p = random_problem(rng, 2, 1, 4, 3, 1);
+  const AttentionProblem p = random_problem(rng, 2, 1, 4, 3, 1);
   EXPECT_THROW(attention(p.shape, p.rows(), p.q.data(), p.k.data(), p.v.data(), DType::Q8_0, p.kv_stride, out.data(),
                          nullptr),
                InternalError);  // a caller's bug: KvCache only holds F32 or F16
@@ -234,7 +234,7 @@ TEST(Attention, Avx2SoftmaxMatchesFloat64) {
   for (int n : lengths) {
     const float spread = n % 3 == 0 ? 100.0f : 12.0f;  // 100: some scores 90+ below the max
     std::vector<float> x(static_cast<size_t>(n));
-    for (auto& v : x) v = spread * uniform(rng);
+    for (auto& v : x) v = spread * uniform_signed(rng);
     std::vector<float> y = x;
     attention_detail::softmax_avx2(y.data(), n);
     double max_x = x[0], sum = 0.0;
@@ -267,7 +267,7 @@ TEST(Attention, Avx512SoftmaxGivesTheAvx2Bits) {
     for (int variant = 0; variant < 4; ++variant) {
       std::vector<float> x(static_cast<size_t>(n));
       const float spread = variant == 1 ? 100.0f : 12.0f;
-      for (auto& v : x) v = spread * uniform(rng);
+      for (auto& v : x) v = spread * uniform_signed(rng);
       if (variant == 2) {  // zeros of both signs as the maximum
         for (auto& v : x) v = -std::abs(v);
         for (int k = 0; k < n; k += 3) x[static_cast<size_t>(k)] = k % 2 == 0 ? 0.0f : -0.0f;
@@ -295,9 +295,9 @@ TEST(Attention, Avx512InnerLoopsGiveTheAvx2Bits) {
       for (int n_keys : {1, 2, 3, 6, 17, 64}) {
         std::vector<float> q(static_cast<size_t>(n_q) * head_dim), kv(static_cast<size_t>(n_keys) * head_dim);
         std::vector<uint16_t> kv16(kv.size());
-        for (auto& x : q) x = uniform(rng);
+        for (auto& x : q) x = uniform_signed(rng);
         for (size_t i = 0; i < kv.size(); ++i) {
-          kv[i] = uniform(rng);
+          kv[i] = uniform_signed(rng);
           kv16[i] = f32_to_fp16(kv[i]);
         }
         std::vector<const float*> rows(static_cast<size_t>(n_keys));
@@ -318,7 +318,7 @@ TEST(Attention, Avx512InnerLoopsGiveTheAvx2Bits) {
             << "F16 scores, head_dim " << head_dim << " n_q " << n_q << " n_keys " << n_keys;
         // Weighted sums onto nonzero running outputs (a later key block adds to an earlier one's).
         std::vector<float> o2(static_cast<size_t>(n_q) * head_dim), o5;
-        for (auto& x : o2) x = uniform(rng);
+        for (auto& x : o2) x = uniform_signed(rng);
         o5 = o2;
         attention_detail::accumulate_avx2(s2.data(), stride, n_q, rows.data(), n_keys, head_dim, o2.data());
         attention_detail::accumulate_avx512(s2.data(), stride, n_q, rows.data(), n_keys, head_dim, o5.data());

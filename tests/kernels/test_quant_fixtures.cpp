@@ -10,25 +10,17 @@
 #include <vector>
 
 #include "common/testing.h"
+#include "kernels/tensor_helpers.h"
 #include "specdec/gguf.h"
 #include "specdec/kernels.h"
 
 namespace specdec {
 namespace {
 
+using testing::dequantize_tensor;
+
 const char* const kFixtureTypes[] = {"F16",  "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
                                      "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M"};
-
-// Dequantizes every row of a 2-D tensor. Returns (dims[1], dims[0]) row-major floats.
-std::vector<float> dequantize_tensor(const GgufTensorInfo& t) {
-  const int64_t n_per_row = t.dims[0];
-  const int64_t n_rows = t.n_elements() / n_per_row;
-  const size_t row_bytes = dtype_row_bytes(t.type, n_per_row);
-  std::vector<float> out(static_cast<size_t>(t.n_elements()));  // (n_rows, n_per_row)
-  for (int64_t r = 0; r < n_rows; ++r)
-    dequantize_row(t.type, t.data + r * row_bytes, out.data() + r * n_per_row, n_per_row);
-  return out;
-}
 
 class QuantFixture : public ::testing::TestWithParam<const char*> {};
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/testing.h"
+#include "kernels/tensor_helpers.h"
 #include "specdec/error.h"
 #include "specdec/kernels.h"
 #include "kernels/quant_blocks.h"
@@ -16,6 +17,8 @@
 
 namespace specdec {
 namespace {
+
+using testing::rel_rms;
 
 struct RoundTripCase {
   DType type;
@@ -52,15 +55,6 @@ std::vector<float> round_trip(DType type, const std::vector<float>& x) {
   quantize_row(type, x.data(), q.data(), n);
   dequantize_row(type, q.data(), y.data(), n);
   return y;
-}
-
-double rel_rms(const std::vector<float>& x, const std::vector<float>& y) {
-  double err = 0, ref = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    err += (double(y[i]) - x[i]) * (double(y[i]) - x[i]);
-    ref += double(x[i]) * x[i];
-  }
-  return std::sqrt(err / ref);
 }
 
 class QuantRoundTrip : public ::testing::TestWithParam<RoundTripCase> {};

@@ -21,16 +21,16 @@
 namespace specdec {
 namespace {
 
-float uniform(Rng& rng) { return static_cast<float>(rng.uniform() * 2.0 - 1.0); }
+using testing::uniform_signed;
 
 TEST(RowOps, RmsnormSoftmaxSwigluAddMatchFloat64) {
   Rng rng(testing::test_seed("rowops"));
   for (int n : {1, 3, 7, 64, 173, 1000}) {
     std::vector<float> x(static_cast<size_t>(n)), w(x.size()), y(x.size()), up(x.size());
     for (size_t i = 0; i < x.size(); ++i) {
-      x[i] = 5.0f * uniform(rng);
-      w[i] = 1.0f + uniform(rng);
-      up[i] = 3.0f * uniform(rng);
+      x[i] = 5.0f * uniform_signed(rng);
+      w[i] = 1.0f + uniform_signed(rng);
+      up[i] = 3.0f * uniform_signed(rng);
     }
     const float eps = 1e-5f;
     rmsnorm(x.data(), w.data(), n, eps, y.data());
@@ -73,8 +73,8 @@ TEST(RowOps, SwigluMatchesFloat64OverAWideRange) {
   const int n = 4099;
   std::vector<float> g(n), up(n), out(n);
   for (int i = 0; i < n; ++i) {
-    g[i] = 60.0f * uniform(rng);
-    up[i] = 3.0f * uniform(rng);
+    g[i] = 60.0f * uniform_signed(rng);
+    up[i] = 3.0f * uniform_signed(rng);
   }
   swiglu(g.data(), up.data(), n, out.data());
   for (int i = 0; i < n; ++i) {
@@ -118,8 +118,8 @@ TEST(RowOps, SwigluIsTheSameBitsOnEveryIsa) {
   for (size_t i = 0; i < g.size(); ++i) {
     const uint64_t kind = rng.below(4);
     g[i] = kind == 0 ? specials[rng.below(std::size(specials))]
-                     : static_cast<float>(std::ldexp(uniform(rng), static_cast<int>(rng.below(16)) - 4));
-    up[i] = 4.0f * uniform(rng);
+                     : static_cast<float>(std::ldexp(uniform_signed(rng), static_cast<int>(rng.below(16)) - 4));
+    up[i] = 4.0f * uniform_signed(rng);
   }
   const bool avx512 = detected_isa() == Isa::Avx512, avx2 = detected_isa() >= Isa::Avx2;
   if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar swiglu runs here";
@@ -176,7 +176,7 @@ TEST(Rope, NormAndNeoxLayoutsWithScalingAndFactorsMatchReference) {
     p.freq_factors = c.factors ? factors.data() : nullptr;
     for (int pos : {0, 1, 17, 1000, 131071}) {
       std::vector<float> x(static_cast<size_t>(c.n_heads * c.head_dim));
-      for (float& v : x) v = 3.0f * uniform(rng);
+      for (float& v : x) v = 3.0f * uniform_signed(rng);
       std::vector<double> ref;
       rope_reference(x, ref, c.n_heads, c.head_dim, pos, p);
       std::vector<float> got = x;
@@ -224,8 +224,8 @@ TEST(RowOps, RmsnormIsTheSameBitsOnEveryIsa) {
   Rng rng(testing::test_seed("rowops rmsnorm isa"));
   std::vector<float> x(9000), w(9000);
   for (size_t i = 0; i < x.size(); ++i) {
-    x[i] = static_cast<float>(std::ldexp(uniform(rng), static_cast<int>(rng.below(40)) - 20));
-    w[i] = 1.0f + uniform(rng);
+    x[i] = static_cast<float>(std::ldexp(uniform_signed(rng), static_cast<int>(rng.below(40)) - 20));
+    w[i] = 1.0f + uniform_signed(rng);
   }
   int n_rows = 0, n_order_sensitive = 0;
   for (int offset : {0, 1, 3}) {
@@ -274,7 +274,7 @@ TEST(Rope, ApplyIsTheSameBitsOnEveryIsa) {
       std::vector<float> cos_sin(static_cast<size_t>(c.n_rot));
       rope_cos_sin(1 + static_cast<int>(rng.below(5000)), p, cos_sin.data());
       std::vector<float> x(static_cast<size_t>(c.n_heads * c.head_dim));
-      for (float& v : x) v = static_cast<float>(std::ldexp(uniform(rng), static_cast<int>(rng.below(12)) - 6));
+      for (float& v : x) v = static_cast<float>(std::ldexp(uniform_signed(rng), static_cast<int>(rng.below(12)) - 6));
       std::vector<float> scalar = x, simd = x;
       kernels_detail::rope_apply_scalar(scalar.data(), c.n_heads, c.head_dim, cos_sin.data(), p);
       EXPECT_NE(scalar, x);

@@ -14,6 +14,10 @@
 
 namespace specdec::testing {
 
+// The false-failure probability of one run of a family of chi-square checks (each check is
+// held to kFamilyAlpha / the family's size).
+inline constexpr double kFamilyAlpha = 1e-4;
+
 // Regularised upper incomplete gamma Q(a, x) = Gamma(a, x) / Gamma(a), a > 0, x >= 0.
 // Series below a + 1, Lentz continued fraction above (both converge fast there).
 inline double upper_incomplete_gamma(double a, double x) {

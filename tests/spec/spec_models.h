@@ -112,6 +112,7 @@ inline SamplingParams greedy_params() {
   p.temperature = 0.0f;
   return p;
 }
+inline const SamplingParams kGreedy = greedy_params();
 
 // Plain sampling from the model's distribution: temperature 1, no truncation.
 inline SamplingParams t1_params(uint64_t seed) {

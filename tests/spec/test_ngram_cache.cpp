@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/testing.h"
+#include "spec/spec_models.h"
 #include "specdec/error.h"
 #include "specdec/lookup_cache.h"
 #include "specdec/ngram.h"
@@ -17,26 +18,15 @@
 namespace specdec {
 namespace {
 
+using testing::read_bytes;
+using testing::write_bytes;
+
 constexpr int kVocab = 64;
 constexpr uint64_t kFingerprint = 0x1234abcd5678ef90ULL;
 
-const SamplingParams kGreedy = [] {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  return p;
-}();
+using testing::kGreedy;
 
 std::string temp_path(const std::string& name) { return specdec::testing::temp_dir() + "/" + name; }
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
 
 // Rewrites the trailing checksum so that content checks (not the checksum) must catch a change.
 void fix_checksum(std::vector<uint8_t>& bytes) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/testing.h"
+#include "spec/spec_models.h"
 #include "specdec/error.h"
 #include "specdec/ngram.h"
 #include "specdec/rng.h"
@@ -13,11 +14,7 @@
 namespace specdec {
 namespace {
 
-const SamplingParams kGreedy = [] {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  return p;
-}();
+using testing::kGreedy;
 
 // The prediction NgramDrafter must make, by counting n-grams in the window directly.
 NgramPrediction brute_force_predict(const std::vector<Token>& history, const NgramConfig& config,

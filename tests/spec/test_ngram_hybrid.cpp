@@ -13,11 +13,7 @@
 namespace specdec {
 namespace {
 
-const SamplingParams kGreedy = [] {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  return p;
-}();
+using testing::kGreedy;
 
 // Lookup in front of an order-2 n-gram drafter (a real, different drafter: its proposals
 // differ from the lookup's, so the test sees which one answered).

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/testing.h"
+#include "spec/spec_models.h"
 #include "specdec/error.h"
 #include "specdec/prompt_lookup.h"
 #include "specdec/rng.h"
@@ -14,11 +15,7 @@
 namespace specdec {
 namespace {
 
-const SamplingParams kGreedy = [] {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  return p;
-}();
+using testing::kGreedy;
 
 // Most recent earlier occurrence of the last n tokens, n from lookup_max down to lookup_min.
 LookupMatch brute_force_find(const std::vector<Token>& h, const PromptLookupConfig& c) {

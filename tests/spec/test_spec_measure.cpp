@@ -54,15 +54,15 @@ double thread_cpu_seconds() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
-struct Outcome {
+struct MeasuredOutcome {
   double cpu_seconds = 0.0;
   double seconds = 0.0;
   std::vector<Token> tokens;
   SpecStats stats;
 };
 
-Outcome run_once(SpeculativeDecoder& decoder, const std::vector<Token>& prompt, int n_new) {
-  Outcome r;
+MeasuredOutcome run_once(SpeculativeDecoder& decoder, const std::vector<Token>& prompt, int n_new) {
+  MeasuredOutcome r;
   decoder.reset_stats();
   decoder.begin(prompt, greedy_params());
   const double t0 = now_seconds(), c0 = thread_cpu_seconds();
@@ -97,7 +97,7 @@ TEST(SpecMeasure, DISABLED_ModelFreeAgainstPlainOnStories) {
   {
     SpeculativeDecoder plain(*target, nullptr);
     const std::vector<Token> start = {1, 403, 407, 261, 378};
-    const Outcome story = run_once(plain, start, 60);
+    const MeasuredOutcome story = run_once(plain, start, 60);
     std::vector<Token> repeat = start;
     repeat.insert(repeat.end(), story.tokens.begin(), story.tokens.begin() + 50);
     repeat.insert(repeat.end(), start.begin() + 1, start.end());
@@ -132,10 +132,10 @@ TEST(SpecMeasure, DISABLED_ModelFreeAgainstPlainOnStories) {
       run_once(plain, w.prompt, n_new);  // warm-up (caches, page faults)
       run_once(spec, w.prompt, n_new);
       std::vector<double> ratios, cpu_ratios;
-      Outcome last_spec;
+      MeasuredOutcome last_spec;
       for (int r = 0; r < reps; ++r) {
         // Interleaved, alternating which goes first.
-        Outcome a, b;
+        MeasuredOutcome a, b;
         if (r % 2 == 0) {
           a = run_once(plain, w.prompt, n_new);
           b = run_once(spec, w.prompt, n_new);

@@ -25,7 +25,7 @@ namespace {
 using testing::generate;
 using testing::greedy_params;
 
-const SamplingParams kGreedy = greedy_params();
+using testing::kGreedy;
 
 std::vector<Token> children_of(const Draft& d, int32_t node) {
   std::vector<Token> out;

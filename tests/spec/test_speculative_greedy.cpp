@@ -31,7 +31,7 @@ std::vector<std::vector<Token>> random_prompts(uint64_t seed, int n_prompts, int
   return prompts;
 }
 
-struct Outcome {
+struct GreedyOutcome {
   double acceptance_rate = 0.0;
   double tokens_per_pass = 0.0;
   int64_t n_target_passes = 0;
@@ -39,7 +39,7 @@ struct Outcome {
 };
 
 // For every prompt: plain greedy vs speculative greedy with `draft_path` and `config`.
-Outcome expect_greedy_identical(const std::string& target_path, const std::string& draft_path, const SpecConfig& config,
+GreedyOutcome expect_greedy_identical(const std::string& target_path, const std::string& draft_path, const SpecConfig& config,
                                 const std::vector<std::vector<Token>>& prompts, int n_new, const DraftModelOptions& dopt = {},
                                 DType kv_type = DType::F32) {
   auto target = testing::load_single_threaded(target_path, kv_type);
@@ -69,12 +69,12 @@ TEST(SpeculativeGreedy, IdenticalToPlainForAllDraftsAndK) {
     SpecConfig config;
     config.draft_max = k;
     config.adaptive = false;
-    const Outcome self = expect_greedy_identical(trio.target, trio.target, config, prompts, 40);
+    const GreedyOutcome self = expect_greedy_identical(trio.target, trio.target, config, prompts, 40);
     EXPECT_EQ(self.acceptance_rate, 1.0) << "the target drafting for itself must be always accepted (K=" << k << ")";
     // Every pass emits K + 1 tokens but the last, capped by the 40 tokens asked for.
     EXPECT_EQ(self.n_target_passes, static_cast<int64_t>(prompts.size()) * ((40 + k) / (k + 1))) << "K=" << k;
-    const Outcome noisy = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40);
-    const Outcome wrong = expect_greedy_identical(trio.target, trio.unrelated, config, prompts, 40);
+    const GreedyOutcome noisy = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40);
+    const GreedyOutcome wrong = expect_greedy_identical(trio.target, trio.unrelated, config, prompts, 40);
     std::printf("[measure] greedy K=%d acceptance: self %.3f noisy %.3f unrelated %.3f\n", k, self.acceptance_rate,
                 noisy.acceptance_rate, wrong.acceptance_rate);
     EXPECT_LT(noisy.acceptance_rate, 1.0);
@@ -90,7 +90,7 @@ TEST(SpeculativeGreedy, AdaptiveKIdenticalToPlain) {
   config.draft_min = 0;
   config.adaptive = true;
   config.probe_interval = 5;
-  const Outcome adaptive = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 50);
+  const GreedyOutcome adaptive = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 50);
   // The rule must have mixed plain steps (probes at least) with drafts.
   EXPECT_GT(adaptive.stats.n_drafting_steps, 0);
   EXPECT_GT(adaptive.stats.n_target_passes, adaptive.stats.n_drafting_steps) << "no plain steps";
@@ -108,9 +108,9 @@ TEST(SpeculativeGreedy, DraftPMinEndsDraftsEarlyAndStaysExact) {
   SpecConfig config;
   config.draft_max = 8;
   config.adaptive = false;
-  const Outcome full = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40);
+  const GreedyOutcome full = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40);
   config.draft_p_min = 0.6f;  // the decoder hands it to the drafter (Drafter::set_p_min)
-  const Outcome early = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40);
+  const GreedyOutcome early = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40);
   const SpecStats& stopped = early.stats;
   std::printf("[measure] K=8 nodes per drafting step: p_min 0 %.2f, p_min 0.6 %.2f\n",
               full.stats.mean_nodes_per_drafting_step(), stopped.mean_nodes_per_drafting_step());
@@ -132,8 +132,8 @@ TEST(SpeculativeGreedy, TreesIdenticalToPlainForShapes) {
     SpecConfig config;
     config.draft_max = shape.nodes;
     config.adaptive = false;
-    const Outcome noisy = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40, dopt);
-    const Outcome self = expect_greedy_identical(trio.target, trio.target, config, prompts, 40, dopt);
+    const GreedyOutcome noisy = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40, dopt);
+    const GreedyOutcome self = expect_greedy_identical(trio.target, trio.target, config, prompts, 40, dopt);
     expect_greedy_identical(trio.target, trio.unrelated, config, prompts, 40, dopt);
     std::printf("[measure] greedy tree %d/%d/%d tokens per pass: self %.2f noisy %.2f\n", shape.nodes, shape.width,
                 shape.depth, self.tokens_per_pass, noisy.tokens_per_pass);
@@ -148,16 +148,16 @@ TEST(SpeculativeGreedy, F16KvCacheIdenticalToPlain) {
   SpecConfig config;
   config.draft_max = 4;
   config.adaptive = false;
-  const Outcome self = expect_greedy_identical(trio.target, trio.target, config, prompts, 40, {}, DType::F16);
+  const GreedyOutcome self = expect_greedy_identical(trio.target, trio.target, config, prompts, 40, {}, DType::F16);
   EXPECT_EQ(self.acceptance_rate, 1.0);
-  const Outcome noisy = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40, {}, DType::F16);
+  const GreedyOutcome noisy = expect_greedy_identical(trio.target, trio.noisy, config, prompts, 40, {}, DType::F16);
   EXPECT_GT(noisy.acceptance_rate, 0.0);
   DraftModelOptions tree;
   tree.tree_nodes = 8;
   tree.tree_width = 2;
   tree.tree_depth = 4;
   config.draft_max = 8;
-  const Outcome self_tree = expect_greedy_identical(trio.target, trio.target, config, prompts, 40, tree, DType::F16);
+  const GreedyOutcome self_tree = expect_greedy_identical(trio.target, trio.target, config, prompts, 40, tree, DType::F16);
   // Drafting for itself with batch-invariant F16 caches, the root's best child is the target's
   // own argmax, so no drafting step accepts nothing. (How deep the kept tree follows the greedy
   // chain depends on the random model's confidence: 8 nodes may favour siblings over depth 4,
@@ -200,8 +200,8 @@ TEST(SpeculativeGreedy, StoriesWithNoisyCopyIdenticalToPlain) {
     SpecConfig config;
     config.draft_max = k;
     config.adaptive = false;
-    const Outcome noisy_outcome = expect_greedy_identical(path, noisy, config, prompts, 60);
-    const Outcome self = expect_greedy_identical(path, path, config, prompts, 60);
+    const GreedyOutcome noisy_outcome = expect_greedy_identical(path, noisy, config, prompts, 60);
+    const GreedyOutcome self = expect_greedy_identical(path, path, config, prompts, 60);
     EXPECT_EQ(self.acceptance_rate, 1.0);
     std::printf("[measure] stories260K greedy K=%d noisy-copy acceptance %.3f, %.2f tokens/pass\n", k,
                 noisy_outcome.acceptance_rate, noisy_outcome.tokens_per_pass);
