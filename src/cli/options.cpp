@@ -34,7 +34,7 @@ void EngineCliOptions::add_to(CLI::App* cmd, bool model_required) {
   cmd->add_option("-t,--threads", n_threads, "threads (0: physical cores)");
   cmd->add_option("--kv-type", kv_type, "KV cache type: f32 or f16 (half the memory and the bytes attention reads)");
   cmd->add_flag("--no-repack", no_repack,
-                "keep every weight in the file's layout (default: Q8_0 and Q2_K-Q6_K weights, and on AVX-512 also Q4_0, Q4_1, Q5_0 and Q5_1, are repacked at load for the SIMD kernels; the same results)");
+                "keep every weight in the file's layout (default: on AVX2 and AVX-512, Q8_0, Q2_K-Q6_K, Q4_0, Q4_1, Q5_0, Q5_1 and float weights are repacked at load for the SIMD kernels where their rows allow it; the same results)");
 }
 
 EngineOptions EngineCliOptions::to_engine_options() const {
