@@ -30,9 +30,11 @@ std::string temp_dir();
 int sanitizer_slowdown();
 // Planted-bug families show that a statistic has the power to detect a bug: that needs every
 // trial, and a sanitizer build runs them ~8x slower (they were 60% of the ASan stage's test
-// time, 195 of 320 s in test_spec). So a sanitizer build runs the planted bugs' code paths with
-// planted_bug_trials(n) = n / sanitizer_slowdown() trials and does not require detection
-// (detection_power_checked() is false); the Release build, which CI runs first, requires it.
+// time, 195 of 320 s in test_spec). The power is a property of the statistic and the sampling
+// code, not of the build (no fast-math, no FMA contraction at any optimisation level), and the
+// Release build, which CI runs first, requires the detection. So a sanitizer build runs the
+// planted bugs' code paths, for memory and UB errors, with planted_bug_trials(n) =
+// n / sanitizer_slowdown() trials and does not require detection (detection_power_checked()).
 bool detection_power_checked();
 int planted_bug_trials(int n_trials);
 // Reads a whole file of float32 values (Error when absent).
