@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "spec/spec_models.h"
 #include "specdec/error.h"
 #include "specdec/hybrid_drafter.h"
 #include "specdec/ngram.h"
