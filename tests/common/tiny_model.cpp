@@ -15,7 +15,6 @@ namespace specdec::testing {
 namespace {
 
 // Uniform in [-1, 1).
-float uniform_pm1(Rng& rng) { return static_cast<float>(rng.uniform() * 2.0 - 1.0); }
 
 // A minimal SentencePiece vocabulary of exactly n_vocab entries.
 struct Vocab {
@@ -92,7 +91,7 @@ void check_spec(const TinyModelSpec& s) {
 void add_matrix(GgufWriter& w, const std::string& name, DType type, int64_t n_in, int64_t n_out,
                 float scale, Rng& rng) {
   std::vector<float> values(static_cast<size_t>(n_in * n_out));  // (n_out, n_in)
-  for (float& x : values) x = uniform_pm1(rng) * scale;
+  for (float& x : values) x = uniform_signed(rng) * scale;
   if (type == DType::F32) {
     w.add_tensor_f32(name, {n_in, n_out}, values.data());
     return;
@@ -107,7 +106,7 @@ void add_matrix(GgufWriter& w, const std::string& name, DType type, int64_t n_in
 
 void add_vector(GgufWriter& w, const std::string& name, int64_t n, float center, float spread, Rng& rng) {
   std::vector<float> values(static_cast<size_t>(n));  // (n)
-  for (float& x : values) x = center + spread * uniform_pm1(rng);
+  for (float& x : values) x = center + spread * uniform_signed(rng);
   w.add_tensor_f32(name, {n}, values.data());
 }
 

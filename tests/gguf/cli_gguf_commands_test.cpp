@@ -79,11 +79,7 @@ TEST(CliGguf, ConvertLlama2cReproducesTheSharedGguf) {
   RunResult r = run("convert-llama2c --model '" + bin + "' --tokenizer '" + tok + "' -o '" + out + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("context 128"), std::string::npos) << r.output;
-  auto read = [](const std::string& p) {
-    std::ifstream in(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  EXPECT_TRUE(read(out) == read(ref)) << "converted file differs from " << ref;
+  EXPECT_TRUE(testing::read_bytes(out) == testing::read_bytes(ref)) << "converted file differs from " << ref;
 
   r = run("convert-llama2c --model '" + bin + "' --tokenizer '" + tok + "' -o '" + out + "' --ctx 0");
   ASSERT_EQ(r.exit_code, 0) << r.output;
