@@ -41,8 +41,12 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 //    rows whose blocks are stored already transposed, so the kernel loads them with aligned
 //    vector loads instead of transposing them in registers on every call. row_bytes is still
 //    the row-major row size.
-//  - Chunks16Tiles8: the same idea for the super-block types Q2_K, Q3_K, Q4_K, Q5_K and Q6_K: each
+//  - Chunks16Tiles8: the same idea for the super-block types Q2_K, Q3_K, Q4_K and Q5_K: each
 //    16-byte chunk of 8 rows' blocks stored transposed (layouts in src/kernels/matmul_internal.h).
+//  - Q6KTiles8: Q6_K for the AVX2 path: 8-row tiles whose 6-bit values are re-encoded as 3 bytes
+//    per 4 values (the file's low-nibble / high-pair split costs more operations to rebuild),
+//    with the scales stored per group and d per row: the same bytes per super-block as
+//    Chunks16Tiles8 and exactly the file's values (copy_weight_row restores the file's bytes).
 //  - Blocks32PairTiles8: the same for the legacy types Q4_0, Q4_1, Q5_0, Q5_1 (n_in a multiple
 //    of 64): pairs of blocks per 8-row tile, the nibbles transposed, d, m and qh per row in
 //    2-byte units.
@@ -65,6 +69,7 @@ enum class WeightLayout {
   Chunks16Tiles16 = 5,
   FloatRows8 = 6,
   Blocks32PairTiles8 = 7,
+  Q6KTiles8 = 8,
 };
 
 struct WeightMatrix {
@@ -78,7 +83,7 @@ struct WeightMatrix {
 
 // ---- repacked weights (src/kernels/repack.cpp)
 // Bytes of w's repacked copy for the active ISA, or 0 when w keeps its file layout there (today
-// Q8_0 and the K-quants Q2_K to Q6_K on the AVX2 (Tiles8) and AVX-512 (Tiles16) paths have one,
+// Q8_0 and the K-quants Q2_K to Q6_K on the AVX2 (Tiles8; Q6_K: Q6KTiles8) and AVX-512 (Tiles16) paths have one,
 // Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64 on both, and F32, F16, BF16
 // with n_in a multiple of 16 on both (FloatRows8); the scalar path reads every type in place;
 // and 0 for a matrix that is already repacked). Tiles16 layouts round n_out up to whole 16-row

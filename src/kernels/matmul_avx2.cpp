@@ -7,8 +7,10 @@
 //    shape picked by M (float_range), over row-major rows or the FloatRows8 layout (the same
 //    bits).
 //  - every quantized type: the in-place tiles of matmul_tiles_avx2.cpp (their own order); a
-//    repacked Q8_0 matrix: matmul_repacked_avx2.cpp, a repacked Q4_K/Q5_K/Q6_K one: the same
-//    tiles over the stored chunks (the same order and bits).
+//    repacked Q8_0 matrix: matmul_repacked_avx2.cpp; a repacked legacy one:
+//    matmul_repacked_legacy_avx2.cpp; a repacked Q6_K one (Q6KTiles8):
+//    matmul_repacked_q6k_avx2.cpp; a repacked Q2_K-Q5_K one: the in-place tiles over the
+//    stored chunks (the same order and bits in every case).
 #include <immintrin.h>
 
 #include <cstring>
@@ -190,6 +192,7 @@ void float_range(const RangeJob& job) {
 void matmul_range_avx2(const RangeJob& job) {
   if (job.w->layout == WeightLayout::Q8_0Tiles8) return matmul_range_repacked_avx2(job);
   if (job.w->layout == WeightLayout::Blocks32PairTiles8) return matmul_range_repacked_legacy_avx2(job);
+  if (job.w->layout == WeightLayout::Q6KTiles8) return matmul_range_repacked_q6k_avx2(job);
   switch (job.w->type) {
     case DType::F32: float_range<DType::F32>(job); break;
     case DType::F16: float_range<DType::F16>(job); break;

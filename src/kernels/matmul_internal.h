@@ -147,7 +147,7 @@ bool unpack_row_scalar(DType type, const void* row, int64_t n_in, const Unpacked
 // other repacked layout is a Tiles8 one, the AVX2 path's).
 constexpr bool is_tiles16(WeightLayout layout) {
   return layout == WeightLayout::Q8_0Tiles16 || layout == WeightLayout::Chunks16Tiles16 ||
-         layout == WeightLayout::Blocks32PairTiles16;
+         layout == WeightLayout::Blocks32PairTiles16;  // not Q6KTiles8: an AVX2 layout
 }
 
 // ---- The FloatRows8 layout (WeightLayout::FloatRows8: F32, F16, BF16 with n_in a multiple of
@@ -199,7 +199,8 @@ constexpr int64_t kQ8PairBytes = 544;
 constexpr int64_t q8_pairs(int64_t n_in) { return (n_in / 32 + 1) / 2; }
 constexpr int64_t q8_tile_bytes(int64_t n_in) { return q8_pairs(n_in) * kQ8PairBytes; }
 
-// ---- The Chunks16Tiles8 layout (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: super-blocks of B = 84, 110, 144, 176, 210 bytes).
+// ---- The Chunks16Tiles8 layout (Q2_K, Q3_K, Q4_K, Q5_K: super-blocks of B = 84, 110, 144, 176 bytes;
+// the AVX-512 path's Chunks16Tiles16 also takes Q6_K's 210, which the AVX2 path stores as Q6KTiles8).
 // Rows in tiles of 8 (zero rows past n_out); a tile's super-blocks s in order, each
 // chunk16_block_bytes(B) bytes:
 //   chunk c < B / 16, at 128 c: 4 vectors of 32 bytes; vector k's lane L (bytes 4L..4L+3) =
@@ -208,10 +209,30 @@ constexpr int64_t q8_tile_bytes(int64_t n_in) { return q8_pairs(n_in) * kQ8PairB
 //   then the tail (bytes 16 (B / 16) .. B, e.g. Q6_K's binary16 d) in 2-byte units u: unit u of
 //     row L at 16 u + 2 L, padded to 32 bytes.
 // Every vector is 32-byte aligned when data is; 8 x B bytes per super-block, plus the tail's
-// padding (Q6_K: 1,696 instead of 1,680).
+// padding (Q6_K in Chunks16Tiles16: 1,696 instead of 1,680 per 8 rows).
 constexpr int64_t chunk16_block_bytes(int64_t block_bytes) {
   return block_bytes / 16 * 128 + round_up(8 * (block_bytes % 16), 32);
 }
+
+// ---- The Q6KTiles8 layout (Q6_K on the AVX2 path; written by repack_rows, read by
+// matmul_repacked_q6k_avx2.cpp). Rows in tiles of 8 (zero rows past n_out); a tile's
+// super-blocks s in order, each kQ6kUnitBytes = 1,696 bytes (Chunks16Tiles8's size for Q6_K):
+//   [0, 1536)     48 vectors of 32 bytes: block j (values 32j..32j+31 of the super-block, j < 8)
+//                 at 192 j, its group h (values 16h..16h+15 of the block) at 192 j + 96 h: 3
+//                 vectors E0, E1, E2 holding the 4 vectors V0..V3 of that group, where lane L of
+//                 Vk holds the 6-bit values u = q + 32 (0..63) of values 4k..4k+3 of the group
+//                 of row L. Byte e of Ei's lane: bits 0-5 = that byte of Vi, bits 6-7 = bits
+//                 2i, 2i + 1 of that byte of V3. Rebuilding V0..V2 is one AND each; V3 is
+//                 (E0 >> 6 & 3) | (E1 >> 4 & 12) | (E2 >> 2 & 48): 2.75 operations per vector
+//                 against 4.25 from the file's split of low nibbles and high bit pairs.
+//   [1536, 1664)  the 16 int8 scales: group g (values 16g..16g+15) of row L at 1536 + 8 g + L,
+//                 so one sign-extending 8-byte load gives a group's scales in 8 lanes;
+//   [1664, 1680)  d (binary16) of row L at 1664 + 2 L;  [1680, 1696) zero padding.
+// Every vector is 32-byte aligned when data is. Not a permutation of the file's bytes: the
+// repack and copy_weight_row encode and decode the values (repack.cpp).
+constexpr int64_t kQ6kUnitBytes = 1696;
+constexpr int64_t kQ6kScalesOffset = 1536;
+constexpr int64_t kQ6kDOffset = 1664;
 
 // ---- The legacy types' 8-row pair tiles (Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64):
 // WeightLayout::Blocks32PairTiles8 (read by matmul_repacked_legacy_avx2.cpp), and two of them
@@ -311,6 +332,10 @@ void matmul_range_repacked_avx2(const RangeJob& job);
 // Blocks32PairTiles8 matrix (Q4_0, Q4_1, Q5_0, Q5_1) with the in-place AVX2 legacy tile's
 // values, integer sums and float steps (the same bits).
 void matmul_range_repacked_legacy_avx2(const RangeJob& job);
+
+// The repacked Q6_K kernel (matmul_repacked_q6k_avx2.cpp): job's outputs from a Q6KTiles8
+// matrix with the in-place AVX2 Q6_K tile's values, integer sums and float steps (the same bits).
+void matmul_range_repacked_q6k_avx2(const RangeJob& job);
 
 // AMX tiles (matmul_tiles_amx.cpp) for the Q8_0, Q4_K, Q5_K and Q6_K matrices, in place or
 // repacked: the same bits as matmul_range_avx512 (which it calls for every other type). Needs

@@ -10,9 +10,11 @@
 // broadcast: lane L accumulates exactly the integer dot product of row L's block, and one
 // float step per block scales it. Compared with the unpacking path (matmul_avx2.cpp) this
 // drops the per-row copy of every weight row and does one float step per block instead of
-// one per 4 values, which is what makes extra activation rows cheap. The K-quant (Q2_K to Q6_K)
-// tiles are templates on their source: the in-place Tile, or a ChunkTile over a matrix repacked
-// at load (WeightLayout::Chunks16Tiles8), whose transposed chunks are stored (the same bits).
+// one per 4 values, which is what makes extra activation rows cheap. The Q2_K to Q5_K tiles
+// are templates on their source: the in-place Tile, or a ChunkTile over a matrix repacked at
+// load (WeightLayout::Chunks16Tiles8), whose transposed chunks are stored (the same bits). A
+// repacked Q6_K matrix (Q6KTiles8) has its own kernel, matmul_repacked_q6k_avx2.cpp, with this
+// file's Q6_K values and steps.
 //
 // maddubs multiplies unsigned by signed bytes and saturates pairs to int16, so:
 //   Q8_0: |q| times sign(a, q) (pairs <= 2 * 128 * 127, exact), then madd to int32 per k;
@@ -386,7 +388,7 @@ ChunkTile<kBlock> chunk_tile(const WeightMatrix& w, int64_t o0) {
 }
 
 template <int64_t kBlock, typename TileFn>
-[[gnu::flatten]] void chunk_tiles_one_row(const RangeJob& job, TileFn& tile_fn) {
+[[gnu::flatten, gnu::noinline]] void chunk_tiles_one_row(const RangeJob& job, TileFn& tile_fn) {
   const OneRowBlock rb(&job.acts);
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
@@ -397,7 +399,7 @@ template <int64_t kBlock, typename TileFn>
 }
 
 template <int64_t kBlock, typename TileFn>
-void chunk_tiles(const RangeJob& job, TileFn tile_fn) {
+[[gnu::noinline]] void chunk_tiles(const RangeJob& job, TileFn tile_fn) {
   if (job.M == 1) return chunk_tiles_one_row<kBlock>(job, tile_fn);
   const WeightMatrix& w = *job.w;
   __m256 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 8 outputs
@@ -424,7 +426,6 @@ bool matmul_range_tiled_avx2(const RangeJob& job) {
 #define SPECDEC_TILE8(...) [](const auto& t, int64_t n, const auto& rb, __m256* acc) { __VA_ARGS__(t, n, rb, acc); }
       case DType::Q4_K: chunk_tiles<sizeof(quant::BlockQ4_K)>(job, SPECDEC_TILE8(q45_k_tile<false>)); return true;
       case DType::Q5_K: chunk_tiles<sizeof(quant::BlockQ5_K)>(job, SPECDEC_TILE8(q45_k_tile<true>)); return true;
-      case DType::Q6_K: chunk_tiles<sizeof(quant::BlockQ6_K)>(job, SPECDEC_TILE8(q6_k_tile)); return true;
       case DType::Q2_K: chunk_tiles<sizeof(quant::BlockQ2_K)>(job, SPECDEC_TILE8(q2_k_tile)); return true;
       case DType::Q3_K: chunk_tiles<sizeof(quant::BlockQ3_K)>(job, SPECDEC_TILE8(q3_k_tile)); return true;
 #undef SPECDEC_TILE8

@@ -33,11 +33,13 @@ WeightLayout target_layout(const WeightMatrix& w) {
     case DType::Q8_0:
       if (w.n_in % 32 != 0) return WeightLayout::RowMajor;
       return wide ? WeightLayout::Q8_0Tiles16 : WeightLayout::Q8_0Tiles8;
+    case DType::Q6_K:
+      if (w.n_in % 256 != 0) return WeightLayout::RowMajor;
+      return wide ? WeightLayout::Chunks16Tiles16 : WeightLayout::Q6KTiles8;
     case DType::Q2_K:
     case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K:
       if (w.n_in % 256 != 0) return WeightLayout::RowMajor;
       return wide ? WeightLayout::Chunks16Tiles16 : WeightLayout::Chunks16Tiles8;
     case DType::Q4_0:
@@ -72,6 +74,7 @@ int64_t tiles_per_group(WeightLayout layout) { return is_tiles16(layout) ? 2 : 1
 // Bytes of one unit of an 8-row tile (a pair of blocks, a super-block): the layouts' step.
 int64_t unit_bytes(const WeightMatrix& w, WeightLayout layout) {
   if (is_q8_0(layout)) return kQ8PairBytes;
+  if (layout == WeightLayout::Q6KTiles8) return kQ6kUnitBytes;
   if (layout == WeightLayout::FloatRows8) return kFloatGroupRows * float_chunk_bytes(w);
   if (is_legacy_pairs(layout)) return legacy_pair_bytes(static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
   return chunk16_block_bytes(super_block_bytes(w.type));
@@ -80,6 +83,7 @@ int64_t unit_bytes(const WeightMatrix& w, WeightLayout layout) {
 // Bytes of one 8-row tile.
 int64_t tile_bytes(const WeightMatrix& w, WeightLayout layout) {
   if (is_q8_0(layout)) return q8_tile_bytes(w.n_in);
+  if (layout == WeightLayout::Q6KTiles8) return w.n_in / 256 * kQ6kUnitBytes;
   if (layout == WeightLayout::FloatRows8) return kFloatGroupRows * static_cast<int64_t>(w.row_bytes);
   if (is_legacy_pairs(layout)) return legacy_tile_bytes(w.n_in, static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
   return w.n_in / 256 * chunk16_block_bytes(super_block_bytes(w.type));
@@ -162,6 +166,72 @@ void for_each_piece(const WeightMatrix& w, WeightLayout layout, int L, Copy copy
   }
 }
 
+// ---- Q6KTiles8 (matmul_internal.h): the values re-encoded, so not a for_each_piece
+// permutation. A Q6_K super-block: ql[128], qh[64], scales[16], d (quant_blocks.h).
+constexpr int64_t kQ6kBlockBytes = 210;
+
+// u[i] = the 6-bit value q + 32 of value i (0..255) of the super-block at `block`: per 128
+// values n, value 32 p + l (p < 4, l < 32) has its low nibble in ql[64 n + 32 (p % 2) + l]
+// (the high nibble for p >= 2) and its top 2 bits at bits 2 p of qh[32 n + l].
+void q6k_values(const uint8_t* block, uint8_t* u) {
+  const uint8_t* ql = block;
+  const uint8_t* qh = block + 128;
+  for (int n = 0; n < 2; ++n)
+    for (int p = 0; p < 4; ++p)
+      for (int l = 0; l < 32; ++l)
+        u[128 * n + 32 * p + l] = static_cast<uint8_t>(((ql[64 * n + 32 * (p % 2) + l] >> (4 * (p / 2))) & 0xF) |
+                                                       (((qh[32 * n + l] >> (2 * p)) & 3) << 4));
+}
+
+// The inverse: ql and qh of a super-block from its 256 6-bit values.
+void q6k_pack_values(const uint8_t* u, uint8_t* block) {
+  uint8_t* ql = block;
+  uint8_t* qh = block + 128;
+  std::memset(block, 0, 192);
+  for (int n = 0; n < 2; ++n)
+    for (int p = 0; p < 4; ++p)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t v = u[128 * n + 32 * p + l];
+        ql[64 * n + 32 * (p % 2) + l] |= static_cast<uint8_t>((v & 0xF) << (4 * (p / 2)));
+        qh[32 * n + l] |= static_cast<uint8_t>((v >> 4) << (2 * p));
+      }
+}
+
+// Byte e of lane L of vector k (< 3) of group base (= 32 j + 16 h) in a unit: bits 0-5 value
+// base + 4 k + e, bits 6-7 bits 2 k, 2 k + 1 of value base + 12 + e.
+int64_t q6k_byte_offset(int64_t base, int k, int L, int e) { return 6 * base + 32 * k + 4 * L + e; }
+
+// Row L's super-block `block` (file bytes) into its tile unit.
+void q6k_encode(const uint8_t* block, int L, uint8_t* unit) {
+  uint8_t u[256];
+  q6k_values(block, u);
+  for (int64_t base = 0; base < 256; base += 16)
+    for (int k = 0; k < 3; ++k)
+      for (int e = 0; e < 4; ++e)
+        unit[q6k_byte_offset(base, k, L, e)] =
+            static_cast<uint8_t>(u[base + 4 * k + e] | (((u[base + 12 + e] >> (2 * k)) & 3) << 6));
+  for (int g = 0; g < 16; ++g) unit[kQ6kScalesOffset + 8 * g + L] = block[192 + g];
+  std::memcpy(unit + kQ6kDOffset + 2 * L, block + 208, 2);
+  std::memset(unit + kQ6kDOffset + 16, 0, kQ6kUnitBytes - kQ6kDOffset - 16);  // the padding
+}
+
+// The inverse: row L's super-block (file bytes) from its tile unit.
+void q6k_decode(const uint8_t* unit, int L, uint8_t* block) {
+  uint8_t u[256];
+  for (int64_t base = 0; base < 256; base += 16) {
+    u[base + 12] = u[base + 13] = u[base + 14] = u[base + 15] = 0;
+    for (int k = 0; k < 3; ++k)
+      for (int e = 0; e < 4; ++e) {
+        const uint8_t byte = unit[q6k_byte_offset(base, k, L, e)];
+        u[base + 4 * k + e] = byte & 0x3F;
+        u[base + 12 + e] = static_cast<uint8_t>(u[base + 12 + e] | ((byte >> 6) << (2 * k)));
+      }
+  }
+  q6k_pack_values(u, block);
+  for (int g = 0; g < 16; ++g) block[192 + g] = unit[kQ6kScalesOffset + 8 * g + L];
+  std::memcpy(block + 208, unit + kQ6kDOffset + 2 * L, 2);
+}
+
 }  // namespace
 
 size_t repacked_bytes(const WeightMatrix& w) {
@@ -201,6 +271,11 @@ WeightMatrix repack_rows(const WeightMatrix& w, int64_t o_begin, int64_t o_end, 
   for (int64_t o = o_begin; o < o_end; ++o) {
     const uint8_t* row = static_cast<const uint8_t*>(w.data) + o * static_cast<int64_t>(w.row_bytes);
     const TilePlace place = tile_place(w, layout, o);
+    if (layout == WeightLayout::Q6KTiles8) {
+      for (int64_t s = 0; s < w.n_in / 256; ++s)
+        q6k_encode(row + s * kQ6kBlockBytes, static_cast<int>(o % kRepackTileRows), out + place.at(s * kQ6kUnitBytes));
+      continue;
+    }
     for_each_piece(w, layout, static_cast<int>(o % kRepackTileRows),
                    [&](int64_t from, int64_t to, size_t n) { std::memcpy(out + place.at(to), row + from, n); });
   }
@@ -219,6 +294,11 @@ void copy_weight_row(const WeightMatrix& w, int64_t o, void* dst) {
   const uint8_t* in = static_cast<const uint8_t*>(w.data);
   const TilePlace place = tile_place(w, w.layout, o);
   uint8_t* row = static_cast<uint8_t*>(dst);
+  if (w.layout == WeightLayout::Q6KTiles8) {
+    for (int64_t s = 0; s < w.n_in / 256; ++s)
+      q6k_decode(in + place.at(s * kQ6kUnitBytes), static_cast<int>(o % kRepackTileRows), row + s * kQ6kBlockBytes);
+    return;
+  }
   for_each_piece(w, w.layout, static_cast<int>(o % kRepackTileRows),
                  [&](int64_t from, int64_t to, size_t n) { std::memcpy(row + from, in + place.at(to), n); });
 }

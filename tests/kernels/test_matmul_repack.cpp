@@ -60,6 +60,7 @@ WeightLayout expected_layout(DType type) {
   if (is_float(type)) return WeightLayout::FloatRows8;
   if (is_legacy(type)) return wide ? WeightLayout::Blocks32PairTiles16 : WeightLayout::Blocks32PairTiles8;
   if (type == DType::Q8_0) return wide ? WeightLayout::Q8_0Tiles16 : WeightLayout::Q8_0Tiles8;
+  if (type == DType::Q6_K && !wide) return WeightLayout::Q6KTiles8;
   return wide ? WeightLayout::Chunks16Tiles16 : WeightLayout::Chunks16Tiles8;
 }
 
