@@ -61,30 +61,26 @@ inline __m256i group_dot(const __m256i* v, const int8_t* a, __m256i init) {
   return _mm256_add_epi32(init, _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones)));
 }
 
-// Weight prefetch; a thread's tiles are one sequential stream (docs/BENCHMARKS.md section 40,
-// Q6_K 2048 x 8192 x 6 matrices from memory, 2 threads, against the Chunks16Tiles8 tile):
-//  - one row (decode): kDecodeAheadUnits units ahead into L1, spread over the unit's 8 blocks
-//    (~3 lines each). A burst of the 27 lines at the top of each unit ran 1.10-1.14x the chunk
-//    tile's time; spread, 0.95-1.0x.
-//  - several rows: kAheadUnits units ahead into L2, in one burst per unit. Spread over the
-//    blocks, 9 rows ran 1.35x the chunk tile's time; any burst into L1 1.2-1.3x; with none,
-//    1.3-1.4x at 5-9 rows; 2 units ahead 1.1-1.2x at 2 rows.
-constexpr int64_t kDecodeAheadUnits = 4, kAheadUnits = 6;
+// Weight prefetch; a thread's tiles are one sequential stream (docs/BENCHMARKS.md section 40:
+// Q6_K 2048 x 8192 x 6 matrices from memory, 2 threads, paired in one process against the
+// Chunks16Tiles8 tile, which prefetches a burst of each super-block 2 ahead into L1 at M = 1 and
+// into L2 for several rows):
+//  - one row (decode): none; the hardware prefetchers follow the stream. Against the chunk
+//    tile: a burst of a unit's 27 lines per unit into L1 1.10-1.14x its time, none 0.99-1.04x;
+//    the same lines spread over the unit's 8 blocks, 1.05x the time with none.
+//  - several rows: kAheadUnits units ahead into L2, in one burst per unit. With none, 5-9 rows
+//    ran 1.3-1.4x the chunk tile's time; any burst into L1 1.2-1.3x; 2 units ahead 1.1-1.2x at
+//    2 rows; 6 ahead 0.93-0.98x at 5-9 rows.
+// always_inline: GCC 12 counts a function whose only effect is prefetches as free of side
+// effects and drops the calls it does not inline.
+constexpr int64_t kAheadUnits = 6;
 constexpr int64_t kUnitLines = (kQ6kUnitBytes + 63) / 64;  // 27: a unit need not start a line
 template <typename RB>
-inline void prefetch_unit(const uint8_t* tile, int64_t s) {
+[[gnu::always_inline]] inline void prefetch_unit(const uint8_t* tile, int64_t s) {
   if constexpr (!RB::kOneRow) {
     const char* p = reinterpret_cast<const char*>(tile + (s + kAheadUnits) * kQ6kUnitBytes);
     #pragma GCC unroll 27
     for (int64_t i = 0; i < 64 * kUnitLines; i += 64) _mm_prefetch(p + i, _MM_HINT_T1);
-  }
-}
-template <typename RB>
-inline void prefetch_block(const uint8_t* tile, int64_t s, int j) {
-  if constexpr (RB::kOneRow) {  // lines [27 j / 8, 27 (j + 1) / 8) of the unit
-    const char* p = reinterpret_cast<const char*>(tile + (s + kDecodeAheadUnits) * kQ6kUnitBytes);
-    #pragma GCC unroll 4
-    for (int64_t i = 64 * (kUnitLines * j / 8); i < 64 * (kUnitLines * (j + 1) / 8); i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
   }
 }
 
@@ -98,7 +94,6 @@ void q6k_tile(const uint8_t* tile, int64_t n_super, const RB& rb, __m256* acc) {
     #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       __m256i v[8];
-      prefetch_block<RB>(tile, s, j);
       block_values(unit, j, v);
       const __m256 ws0 = group_scale(unit, d, 2 * j), ws1 = group_scale(unit, d, 2 * j + 1);
       const int64_t b = 8 * s + j;
