@@ -86,7 +86,7 @@ constexpr int kRowTile = 8;
 constexpr int kPrefetchAhead = 64;  // keys
 
 // Asks for the cache lines of n bytes at p (a hint: no fault, no effect on results).
-inline void prefetch_bytes(const uint8_t* p, size_t n) {
+[[gnu::always_inline]] inline void prefetch_bytes(const uint8_t* p, size_t n) {
   for (size_t i = 0; i < n; i += 64) __builtin_prefetch(p + i, 0, 3);
 }
 

@@ -23,7 +23,7 @@ namespace {
 // no prefetch cost 1.2-1.6x at every M; 16 pairs ahead was best at M = 1, 2-8 at M = 5-9).
 inline int64_t prefetch_pairs(int n_rows) { return n_rows >= 8 ? 2 : (16 + n_rows - 1) / n_rows; }
 
-inline void prefetch_pair(const uint8_t* p) {
+[[gnu::always_inline]] inline void prefetch_pair(const uint8_t* p) {
   #pragma GCC unroll 9
   for (int64_t i = 0; i < kQ8PairBytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
 }

@@ -101,7 +101,7 @@ inline void legacy_step(__m256i s, const LegacyBlock& w, const RowBlock& rb, int
 // (never faults).
 constexpr int64_t kAheadBytes = 4608;
 template <bool kFiveBit, bool kMin>
-inline void prefetch_pair_ahead(const uint8_t* tile, int64_t b) {
+[[gnu::always_inline]] inline void prefetch_pair_ahead(const uint8_t* tile, int64_t b) {
   using F = LegacyFields<kFiveBit, kMin>;
   constexpr int64_t kAheadPairs = (kAheadBytes + F::kPairBytes - 1) / F::kPairBytes;  // 12-16
   const char* p = reinterpret_cast<const char*>(tile + (b / 2 + kAheadPairs) * F::kPairBytes);

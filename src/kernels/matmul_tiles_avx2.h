@@ -29,7 +29,7 @@ struct Tile {
 // Into L1 at every M (kIntoL1 is for the ChunkTile overload's callers: these tiles' callers
 // pass a RowBlock for every M, so RB::kPrefetchIntoL1 does not say whether M = 1).
 template <bool kIntoL1>
-inline void prefetch_next(const Tile& t, int64_t step) {
+[[gnu::always_inline]] inline void prefetch_next(const Tile& t, int64_t step) {
   const char* p = reinterpret_cast<const char*>(t.next + step * t.step_bytes);
   for (int64_t i = 0; i < t.step_bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
 }
@@ -106,7 +106,7 @@ struct ChunkTile {
 // Into L1 for one activation row, L2 for more (kIntoL1 = RB::kPrefetchIntoL1: RowBlock in
 // matmul_internal.h).
 template <bool kIntoL1, int64_t kBlock>
-inline void prefetch_next(const ChunkTile<kBlock>& t, int64_t s) {
+[[gnu::always_inline]] inline void prefetch_next(const ChunkTile<kBlock>& t, int64_t s) {
   const char* p = reinterpret_cast<const char*>(t.base + s * ChunkTile<kBlock>::kStride + t.prefetch_ahead);
   for (int64_t i = 0; i < ChunkTile<kBlock>::kStride; i += 64) _mm_prefetch(p + i, kIntoL1 ? _MM_HINT_T0 : _MM_HINT_T1);
 }

@@ -45,7 +45,7 @@ struct Tile {
 // Prefetches the part of the next tile that belongs to block iteration `step`, into L2 at
 // every M (kIntoL1 is for the Tile16 overload's callers).
 template <bool kIntoL1>
-inline void prefetch_next(const Tile& t, int64_t step) {
+[[gnu::always_inline]] inline void prefetch_next(const Tile& t, int64_t step) {
   const char* p = reinterpret_cast<const char*>(t.next + step * t.step_bytes);
   for (int64_t i = 0; i < t.step_bytes; i += 64) _mm_prefetch(p + i, _MM_HINT_T2);
 }
@@ -193,7 +193,7 @@ template <bool kOneRow>
 }
 // The in-place Tile keeps one burst per step (its next-tile stream goes to L2 at every M).
 template <bool kIntoL1, int kParts>
-inline void prefetch_next_part(const Tile& t, int64_t step, int part) {
+[[gnu::always_inline]] inline void prefetch_next_part(const Tile& t, int64_t step, int part) {
   if (part == 0) prefetch_next<kIntoL1>(t, step);
 }
 
