@@ -15,16 +15,37 @@
 
 namespace specdec::quant {
 
+void q6_k_unpack_levels(const BlockQ6_K& block, uint8_t* levels) {
+  for (int i = 0; i < QK_K; ++i) {
+    const int half = i / 128, s = (i % 128) / 32, l = i % 32;
+    const int low = (block.ql[64 * half + 32 * (s % 2) + l] >> (4 * (s / 2))) & 0xF;
+    const int high = (block.qh[32 * half + l] >> (2 * s)) & 3;
+    levels[i] = static_cast<uint8_t>(low | (high << 4));
+  }
+}
+
+void q6_k_pack_levels(const uint8_t* levels, BlockQ6_K& block) {
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* lv = levels + 128 * half;
+    uint8_t* ql = block.ql + 64 * half;
+    uint8_t* qh = block.qh + 32 * half;
+    for (int l = 0; l < 32; ++l) {
+      ql[l] = static_cast<uint8_t>((lv[l] & 0xF) | ((lv[l + 64] & 0xF) << 4));
+      ql[l + 32] = static_cast<uint8_t>((lv[l + 32] & 0xF) | ((lv[l + 96] & 0xF) << 4));
+      qh[l] = static_cast<uint8_t>((lv[l] >> 4) | ((lv[l + 32] >> 4) << 2) | ((lv[l + 64] >> 4) << 4) | ((lv[l + 96] >> 4) << 6));
+    }
+  }
+}
+
 void dequantize_row_q6_k(const BlockQ6_K* src, float* dst, int64_t n) {
   const int64_t n_blocks = n / QK_K;
+  uint8_t levels[QK_K];  // (256) q + 32
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ6_K& block = src[b];
     const float d = fp16_to_f32(block.d);
+    q6_k_unpack_levels(block, levels);
     for (int i = 0; i < QK_K; ++i) {
-      const int half = i / 128, s = (i % 128) / 32, l = i % 32;
-      const int low = (block.ql[64 * half + 32 * (s % 2) + l] >> (4 * (s / 2))) & 0xF;
-      const int high = (block.qh[32 * half + l] >> (2 * s)) & 3;
-      const int q = (low | (high << 4)) - 32;
+      const int q = static_cast<int>(levels[i]) - 32;
       dst[b * QK_K + i] = d * static_cast<float>(block.scales[i / 16]) * static_cast<float>(q);
     }
   }
@@ -63,17 +84,7 @@ void quantize_row_q6_k(const float* src, BlockQ6_K* dst, int64_t n) {
         levels[16 * j + l] = static_cast<int8_t>(std::max(-32, std::min(31, q)) + 32);
       }
     }
-    for (int half = 0; half < 2; ++half) {
-      const int8_t* lv = levels + 128 * half;
-      uint8_t* ql = block.ql + 64 * half;
-      uint8_t* qh = block.qh + 32 * half;
-      for (int l = 0; l < 32; ++l) {
-        ql[l] = static_cast<uint8_t>((lv[l] & 0xF) | ((lv[l + 64] & 0xF) << 4));
-        ql[l + 32] = static_cast<uint8_t>((lv[l + 32] & 0xF) | ((lv[l + 96] & 0xF) << 4));
-        qh[l] = static_cast<uint8_t>((lv[l] >> 4) | ((lv[l + 32] >> 4) << 2) |
-                                     ((lv[l + 64] >> 4) << 4) | ((lv[l + 96] >> 4) << 6));
-      }
-    }
+    q6_k_pack_levels(reinterpret_cast<const uint8_t*>(levels), block);  // 0..63: the same bytes
   }
 }
 

@@ -41,6 +41,10 @@ void dequantize_row_q3_k(const BlockQ3_K* src, float* dst, int64_t n);
 void dequantize_row_q4_k(const BlockQ4_K* src, float* dst, int64_t n);
 void dequantize_row_q5_k(const BlockQ5_K* src, float* dst, int64_t n);
 void dequantize_row_q6_k(const BlockQ6_K* src, float* dst, int64_t n);
+// Q6_K's 256 6-bit levels (q + 32, 0..63) of a super-block, unpacked from its ql and qh and
+// packed into them (the layout in quant_q6k.cpp; repack.cpp's Q6KTiles8 re-encodes them).
+void q6_k_unpack_levels(const BlockQ6_K& block, uint8_t* levels);  // levels: (256)
+void q6_k_pack_levels(const uint8_t* levels, BlockQ6_K& block);    // sets ql, qh only
 void quantize_row_q2_k(const float* src, BlockQ2_K* dst, int64_t n);
 void quantize_row_q3_k(const float* src, BlockQ3_K* dst, int64_t n);
 void quantize_row_q4_k(const float* src, BlockQ4_K* dst, int64_t n);

@@ -13,6 +13,8 @@
 #include <string>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_rows.h"
 #include "specdec/cpu.h"
 #include "specdec/error.h"
 #include "specdec/kernels.h"
@@ -167,35 +169,9 @@ void for_each_piece(const WeightMatrix& w, WeightLayout layout, int L, Copy copy
 }
 
 // ---- Q6KTiles8 (matmul_internal.h): the values re-encoded, so not a for_each_piece
-// permutation. A Q6_K super-block: ql[128], qh[64], scales[16], d (quant_blocks.h).
-constexpr int64_t kQ6kBlockBytes = 210;
-
-// u[i] = the 6-bit value q + 32 of value i (0..255) of the super-block at `block`: per 128
-// values n, value 32 p + l (p < 4, l < 32) has its low nibble in ql[64 n + 32 (p % 2) + l]
-// (the high nibble for p >= 2) and its top 2 bits at bits 2 p of qh[32 n + l].
-void q6k_values(const uint8_t* block, uint8_t* u) {
-  const uint8_t* ql = block;
-  const uint8_t* qh = block + 128;
-  for (int n = 0; n < 2; ++n)
-    for (int p = 0; p < 4; ++p)
-      for (int l = 0; l < 32; ++l)
-        u[128 * n + 32 * p + l] = static_cast<uint8_t>(((ql[64 * n + 32 * (p % 2) + l] >> (4 * (p / 2))) & 0xF) |
-                                                       (((qh[32 * n + l] >> (2 * p)) & 3) << 4));
-}
-
-// The inverse: ql and qh of a super-block from its 256 6-bit values.
-void q6k_pack_values(const uint8_t* u, uint8_t* block) {
-  uint8_t* ql = block;
-  uint8_t* qh = block + 128;
-  std::memset(block, 0, 192);
-  for (int n = 0; n < 2; ++n)
-    for (int p = 0; p < 4; ++p)
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t v = u[128 * n + 32 * p + l];
-        ql[64 * n + 32 * (p % 2) + l] |= static_cast<uint8_t>((v & 0xF) << (4 * (p / 2)));
-        qh[32 * n + l] |= static_cast<uint8_t>((v >> 4) << (2 * p));
-      }
-}
+// permutation. A Q6_K super-block: ql[128], qh[64], scales[16], d (quant_blocks.h); its levels
+// through quant_q6k.cpp's unpack / pack.
+constexpr int64_t kQ6kBlockBytes = sizeof(quant::BlockQ6_K);  // 210
 
 // Byte e of lane L of vector k (< 3) of group base (= 32 j + 16 h) in a unit: bits 0-5 value
 // base + 4 k + e, bits 6-7 bits 2 k, 2 k + 1 of value base + 12 + e.
@@ -203,16 +179,18 @@ int64_t q6k_byte_offset(int64_t base, int k, int L, int e) { return 6 * base + 3
 
 // Row L's super-block `block` (file bytes) into its tile unit.
 void q6k_encode(const uint8_t* block, int L, uint8_t* unit) {
-  uint8_t u[256];
-  q6k_values(block, u);
+  quant::BlockQ6_K file;
+  std::memcpy(&file, block, sizeof(file));
+  uint8_t u[256];  // (256) the levels q + 32
+  quant::q6_k_unpack_levels(file, u);
   for (int64_t base = 0; base < 256; base += 16)
     for (int k = 0; k < 3; ++k)
       for (int e = 0; e < 4; ++e)
         unit[q6k_byte_offset(base, k, L, e)] =
             static_cast<uint8_t>(u[base + 4 * k + e] | (((u[base + 12 + e] >> (2 * k)) & 3) << 6));
-  for (int g = 0; g < 16; ++g) unit[kQ6kScalesOffset + 8 * g + L] = block[192 + g];
-  std::memcpy(unit + kQ6kDOffset + 2 * L, block + 208, 2);
-  std::memset(unit + kQ6kDOffset + 16, 0, kQ6kUnitBytes - kQ6kDOffset - 16);  // the padding
+  for (int g = 0; g < 16; ++g) unit[kQ6kScalesOffset + 8 * g + L] = static_cast<uint8_t>(file.scales[g]);
+  std::memcpy(unit + kQ6kDOffset + 2 * L, &file.d, 2);
+  if (L == 0) std::memset(unit + kQ6kDOffset + 16, 0, kQ6kUnitBytes - kQ6kDOffset - 16);  // the padding
 }
 
 // The inverse: row L's super-block (file bytes) from its tile unit.
@@ -227,9 +205,11 @@ void q6k_decode(const uint8_t* unit, int L, uint8_t* block) {
         u[base + 12 + e] = static_cast<uint8_t>(u[base + 12 + e] | ((byte >> 6) << (2 * k)));
       }
   }
-  q6k_pack_values(u, block);
-  for (int g = 0; g < 16; ++g) block[192 + g] = unit[kQ6kScalesOffset + 8 * g + L];
-  std::memcpy(block + 208, unit + kQ6kDOffset + 2 * L, 2);
+  quant::BlockQ6_K file;
+  quant::q6_k_pack_levels(u, file);
+  for (int g = 0; g < 16; ++g) file.scales[g] = static_cast<int8_t>(unit[kQ6kScalesOffset + 8 * g + L]);
+  std::memcpy(&file.d, unit + kQ6kDOffset + 2 * L, 2);
+  std::memcpy(block, &file, sizeof(file));
 }
 
 }  // namespace
