@@ -335,6 +335,7 @@ void matmul_range_repacked_legacy_avx2(const RangeJob& job);
 
 // The repacked Q6_K kernel (matmul_repacked_q6k_avx2.cpp): job's outputs from a Q6KTiles8
 // matrix with the in-place AVX2 Q6_K tile's values, integer sums and float steps (the same bits).
+// job.o_begin must be a multiple of 8 (matmul's chunks are multiples of 16).
 void matmul_range_repacked_q6k_avx2(const RangeJob& job);
 
 // AMX tiles (matmul_tiles_amx.cpp) for the Q8_0, Q4_K, Q5_K and Q6_K matrices, in place or
