@@ -51,7 +51,7 @@ void q8_0_repacked_tile_1row(const uint8_t* tile, int64_t n_blocks, const RowBlo
 // the G accumulators in registers across the blocks. Each of a block's 8 vectors is loaded and
 // made |q| once, then applied to the G rows before the next (k outer, rows inner): G int32
 // sums, G accumulators, the vector, |q| and two temporaries fit the 16 registers for G <= 5
-// (G = 5 spills a little). The row-at-a-time loop (q8_0_block_rows) held v[8] and |q|[8]
+// (larger groups: see kMaxGroupRows). The row-at-a-time loop (q8_0_block_rows) held v[8] and |q|[8]
 // across the rows and reloaded them from the stack for every row: ~70 instructions per row and
 // block against ~50 here (docs/BENCHMARKS.md section 38). Per (row, output) the same exact integer sum per block (any order
 // gives it) and the same float step in block order, so the same bits.
@@ -63,7 +63,7 @@ void q8_0_repacked_group(const uint8_t* tile, int64_t b_begin, int64_t b_end, co
   const int8_t* a[G];   // (G) the rows' quantized values, (n_pad) each
   const float* da[G];   // (G) the rows' block scales, (n_pad / 32) each
   __m256 sum[G];        // (G) accumulators: 8 outputs each
-  #pragma GCC unroll 5
+  #pragma GCC unroll 12
   for (int r = 0; r < G; ++r) {
     a[r] = rb.values(g0 + r);
     da[r] = &rb.acts->scales32[(rb.r0 + g0 + r) * rb.stride32()];
@@ -78,7 +78,7 @@ void q8_0_repacked_group(const uint8_t* tile, int64_t b_begin, int64_t b_end, co
     for (int k = 0; k < 8; ++k) {
       const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(values + 32 * k));
       const __m256i v_abs = _mm256_sign_epi8(v, v);  // |q| as u8 (-128 -> 128)
-      #pragma GCC unroll 5
+      #pragma GCC unroll 12
       for (int r = 0; r < G; ++r) {
         const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(v_abs, _mm256_sign_epi8(bcast4(a[r] + 32 * b + 4 * k), v)), ones);
         s[r] = k == 0 ? p : _mm256_add_epi32(s[r], p);
@@ -88,10 +88,10 @@ void q8_0_repacked_group(const uint8_t* tile, int64_t b_begin, int64_t b_end, co
       }
     }
     const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(pair + (b % 2) * 16)));
-    #pragma GCC unroll 5
+    #pragma GCC unroll 12
     for (int r = 0; r < G; ++r) scale_block(s[r], da[r][b], d, sum[r]);
   }
-  #pragma GCC unroll 5
+  #pragma GCC unroll 12
   for (int r = 0; r < G; ++r) acc[g0 + r] = sum[r];
 }
 
@@ -101,15 +101,23 @@ void q8_0_repacked_group(const uint8_t* tile, int64_t b_begin, int64_t b_end, co
 // products ran one after the other (1B Q8_0 t(9) ~ t(1) + the products).
 constexpr int64_t kChunkBlocks = 16;
 
-// Several rows: ceil(R / 5) groups, as even as possible (5, 9 = 4 + 5, 17 = 4 + 4 + 4 + 5), so
-// every group has 2 to 5 rows. One group runs over the whole tile, prefetching as the
-// row-at-a-time loop did; several take the tile a chunk at a time, all groups per chunk, the
-// first prefetching the next chunk (a chunk of all R rows is ~R x 0.1 µs of work, above a
-// memory latency from R = 2).
+// Rows per group at most. Paired rounds in one process (docs/BENCHMARKS.md section 41b), one
+// thread, a 2048x2048 matrix in L3: R = 6-12 rows as one group took 0.86-0.96x the time of the
+// ceil(R / 5) groups of before (6 = 3 + 3, 9 = 4 + 5), R = 13-64 in groups of up to 12
+// 0.91-0.95x; from memory (2 threads, 8 matrices of 8192x2048) R = 6 0.82-0.86x, R = 9 0.90x.
+// One group of 16 rows took 1.13x two of 8. Groups above 5 spill their accumulators (a load
+// and a store per row and block) and still came out cheaper per row.
+constexpr int kMaxGroupRows = 12;
+
+// Several rows: ceil(R / kMaxGroupRows) groups, as even as possible (9 = one group, 17 = 8 + 9,
+// 64 = 10 + 10 + 11 + 11 + 11 + 11), so every group has 2 to 12 rows. One group runs over the
+// whole tile, prefetching as the row-at-a-time loop did; several take the tile a chunk at a
+// time, all groups per chunk, the first prefetching the next chunk (a chunk of all R rows is
+// ~R x 0.1 µs of work, above a memory latency from R = 2).
 void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
   if (rb.R == 1) return q8_0_repacked_tile_1row(tile, n_blocks, rb, acc);
-  const int n_groups = (rb.R + 4) / 5;
-  int sizes[kRowBlock];  // (n_groups) rows per group: 2..5
+  const int n_groups = (rb.R + kMaxGroupRows - 1) / kMaxGroupRows;
+  int sizes[kRowBlock];  // (n_groups) rows per group: 2..kMaxGroupRows
   for (int g = 0, g0 = 0; g < n_groups; ++g) {
     sizes[g] = (rb.R - g0) / (n_groups - g);  // the remaining rows over the remaining groups
     g0 += sizes[g];
@@ -124,7 +132,14 @@ void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& r
         case 2: q8_0_repacked_group<2>(tile, c0, c1, rb, g0, ahead, acc); break;
         case 3: q8_0_repacked_group<3>(tile, c0, c1, rb, g0, ahead, acc); break;
         case 4: q8_0_repacked_group<4>(tile, c0, c1, rb, g0, ahead, acc); break;
-        default: q8_0_repacked_group<5>(tile, c0, c1, rb, g0, ahead, acc); break;
+        case 5: q8_0_repacked_group<5>(tile, c0, c1, rb, g0, ahead, acc); break;
+        case 6: q8_0_repacked_group<6>(tile, c0, c1, rb, g0, ahead, acc); break;
+        case 7: q8_0_repacked_group<7>(tile, c0, c1, rb, g0, ahead, acc); break;
+        case 8: q8_0_repacked_group<8>(tile, c0, c1, rb, g0, ahead, acc); break;
+        case 9: q8_0_repacked_group<9>(tile, c0, c1, rb, g0, ahead, acc); break;
+        case 10: q8_0_repacked_group<10>(tile, c0, c1, rb, g0, ahead, acc); break;
+        case 11: q8_0_repacked_group<11>(tile, c0, c1, rb, g0, ahead, acc); break;
+        default: q8_0_repacked_group<12>(tile, c0, c1, rb, g0, ahead, acc); break;
       }
     }
   }

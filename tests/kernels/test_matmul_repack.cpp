@@ -114,7 +114,9 @@ TEST_P(Repack, TilesGiveTheInPlaceBitsForEveryM) {
   ThreadPool pool(2);
   // {n_out, n_in}: partial last tiles (1, 13, 37 rows), odd block counts of 32 (n_in / 32 = 1,
   // 3, 9), and a shape split over several thread chunks; K types: n_in a multiple of 256. Q8_0
-  // 24 x 1056: 33 blocks, which the AVX2 row groups take in chunks of 16 (two and a part).
+  // 24 x 1056: 33 blocks, which the AVX2 row groups take in chunks of 16 (two and a part). The M
+  // values give the AVX2 Q8_0 tile every group size, 2 to 12, alone (M <= 12) and in chunks
+  // (13 = 6 + 7, 17 = 8 + 9, 32, 70 = 64 + 6).
   using Shapes = std::vector<std::array<int64_t, 2>>;  // {n_out, n_in}
   const Shapes q8_shapes = {{1, 32}, {8, 64}, {13, 96}, {37, 288}, {64, 256}, {200, 512}, {24, 1056}};
   const Shapes k_shapes = {{1, 256}, {13, 512}, {37, 768}, {200, 256}};
@@ -126,7 +128,7 @@ TEST_P(Repack, TilesGiveTheInPlaceBitsForEveryM) {
   for (DType type : repacked_types()) {
     for (const auto& shape : is_k_quant(type) ? k_shapes : is_legacy(type) ? legacy_shapes : is_float(type) ? float_shapes : q8_shapes) {
       const RepackedProblem p = make_repacked(type, shape[0], shape[1], 16, rng);
-      for (int M : {1, 2, 3, 4, 5, 8, 9, 17, 32, 70}) {
+      for (int M : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 17, 32, 70}) {
         const std::vector<float> x = random_x(M, shape[1], rng);
         const std::vector<float> in_place = run(p.w, x, M, nullptr);
         for (DecodePrefetch prefetch : {DecodePrefetch::Light, DecodePrefetch::Deep}) {
