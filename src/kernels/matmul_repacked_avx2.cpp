@@ -108,6 +108,9 @@ constexpr int64_t kChunkBlocks = 16;
 // One group of 16 rows took 1.13x two of 8. Groups above 5 spill their accumulators (a load
 // and a store per row and block) and still came out cheaper per row.
 constexpr int kMaxGroupRows = 12;
+// q8_0_repacked_tile's switch has a case per group size up to 12 and the group's row loops
+// unroll 12: raise both with the bound.
+static_assert(kMaxGroupRows <= 12);
 
 // Several rows: ceil(R / kMaxGroupRows) groups, as even as possible (9 = one group, 17 = 8 + 9,
 // 64 = 10 + 10 + 11 + 11 + 11 + 11), so every group has 2 to 12 rows. One group runs over the
