@@ -52,9 +52,11 @@ std::string active_isa_label();
 //          best there), the other quantized types 4 KiB ahead into L1. Best on the Zen 4 VMs
 //          of docs/BENCHMARKS.md sections 34-35.
 //   Deep:  as a verify's tiles prefetch: AVX-512 Tiles16 matrices 8 KiB ahead into L2, float
-//          matrices 32 KiB (the AVX2 path's Tiles8 tiles keep their own 1-row prefetch). Best
-//          on the Emerald Rapids VM of section 36, where Light left a 1B F16 decode at
-//          0.57-0.68 of the read probe and a Q8_0 one at 0.67-0.83.
+//          matrices 32 KiB; the AVX2 path's repacked Q8_0 tiles their 9 KiB ahead into L2
+//          instead of L1 (its other Tiles8 tiles keep their own 1-row prefetch). Best on the
+//          Emerald Rapids VM of section 36, where Light left a 1B F16 decode at 0.57-0.68 of
+//          the read probe and a Q8_0 one at 0.67-0.83, and for the AVX2 Q8_0 tiles on the
+//          Intel VM of section 42 (0.70-0.72 against 0.55-0.56).
 enum class DecodePrefetch { Light = 0, Deep = 1 };
 const char* decode_prefetch_name(DecodePrefetch p);  // "light" / "deep"
 // Default Deep on Intel CPUs (cpuid vendor GenuineIntel), Light elsewhere;

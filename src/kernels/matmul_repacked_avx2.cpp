@@ -23,21 +23,27 @@ namespace {
 // no prefetch cost 1.2-1.6x at every M; 16 pairs ahead was best at M = 1, 2-8 at M = 5-9).
 inline int64_t prefetch_pairs(int n_rows) { return n_rows >= 8 ? 2 : (16 + n_rows - 1) / n_rows; }
 
+template <_mm_hint kHint = _MM_HINT_T0>
 [[gnu::always_inline]] inline void prefetch_pair(const uint8_t* p) {
   #pragma GCC unroll 9
-  for (int64_t i = 0; i < kQ8PairBytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
+  for (int64_t i = 0; i < kQ8PairBytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), kHint);
 }
 
 // M = 1 (decode): the same operations as q8_0_block_rows for one row, with the accumulator kept
 // in a register across blocks instead of acc[0] in memory (no store-to-load chain per block),
 // and no arrays of v / |v| for the compiler to spill. The same bits.
+// Prefetch, by DecodePrefetch (cpu.h): 16 pairs (9 KiB) ahead, into L1 under Light (Zen 3,
+// BENCHMARKS 14), into L2 under Deep (Intel): on the Intel VM of BENCHMARKS 42 a 1B Q8_0 decode
+// took 44.5-45.1 ms so against 58.6-59.5 ms into L1 (and 45.8-46.7 with no prefetch at all,
+// where a 3-row verify took 49-52 ms: the L1 prefetches were what made a decode slow there).
+template <_mm_hint kHint>
 void q8_0_repacked_tile_1row(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
   const int64_t ahead = prefetch_pairs(1) * kQ8PairBytes;
   const int8_t* a_row = rb.values(0);
   __m256 acc0 = acc[0];
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* pair = tile + (b / 2) * kQ8PairBytes;
-    if (b % 2 == 0) prefetch_pair(pair + ahead);
+    if (b % 2 == 0) prefetch_pair<kHint>(pair + ahead);
     const uint8_t* values = pair + 32 + (b % 2) * 256;  // (8 vectors of 32 bytes)
     auto v = [&](int k) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(values + 32 * k)); };
     auto v_abs = [&](int k) { const __m256i q = v(k); return _mm256_sign_epi8(q, q); };
@@ -117,8 +123,11 @@ static_assert(kMaxGroupRows <= 12);
 // whole tile, prefetching as the row-at-a-time loop did; several take the tile a chunk at a
 // time, all groups per chunk, the first prefetching the next chunk (a chunk of all R rows is
 // ~R x 0.1 µs of work, above a memory latency from R = 2).
-void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
-  if (rb.R == 1) return q8_0_repacked_tile_1row(tile, n_blocks, rb, acc);
+void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb, DecodePrefetch decode, __m256* acc) {
+  if (rb.R == 1) {
+    if (decode == DecodePrefetch::Deep) return q8_0_repacked_tile_1row<_MM_HINT_T1>(tile, n_blocks, rb, acc);
+    return q8_0_repacked_tile_1row<_MM_HINT_T0>(tile, n_blocks, rb, acc);
+  }
   const int n_groups = (rb.R + kMaxGroupRows - 1) / kMaxGroupRows;
   int sizes[kRowBlock];  // (n_groups) rows per group: 2..kMaxGroupRows
   for (int g = 0, g0 = 0; g < n_groups; ++g) {
@@ -152,8 +161,9 @@ void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& r
 
 void matmul_range_repacked_avx2(const RangeJob& job) {
   const int64_t n_blocks = job.w->n_in / 32;
-  for_each_repacked_tile(job, q8_tile_bytes(job.w->n_in), [n_blocks](const uint8_t* tile, const RowBlock& rb, __m256* acc) {
-    q8_0_repacked_tile(tile, n_blocks, rb, acc);
+  const DecodePrefetch decode = job.decode_prefetch;
+  for_each_repacked_tile(job, q8_tile_bytes(job.w->n_in), [n_blocks, decode](const uint8_t* tile, const RowBlock& rb, __m256* acc) {
+    q8_0_repacked_tile(tile, n_blocks, rb, decode, acc);
   });
 }
 
