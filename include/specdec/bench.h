@@ -169,6 +169,7 @@ struct BenchReport {
   // Run context
   std::string model_path, model_name, isa;
   std::string decode_prefetch;  // decode_prefetch_name(decode_prefetch()) (cpu.h)
+  std::string verify_prefetch;  // verify_prefetch_name(verify_prefetch()) (cpu.h)
   std::string date;                 // UTC, ISO 8601
   int n_threads = 0, reps = 0;
   int n_layers = 0, n_embd = 0, n_vocab = 0, n_ctx = 0;

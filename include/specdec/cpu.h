@@ -65,4 +65,19 @@ DecodePrefetch decode_prefetch();
 // Sets it; returns the previous setting. For tests and benchmarks.
 DecodePrefetch set_decode_prefetch(DecodePrefetch p);
 
+// How a verify (a product of several activation rows on the AVX-512 VNNI tiles) prefetches the
+// weights of repacked K-quant matrices (Chunks16Tiles16: Q2_K-Q6_K). Hints only, as above.
+//   Far:  8 KiB ahead into L2, as the other Tiles16 matrices. Measured best on the Zen 4 VMs
+//         of docs/BENCHMARKS.md sections 30-34.
+//   Near: 768 bytes ahead into L1, nothing into L2. On the Intel VM of section 42, 5-9 rows of
+//         8192x2048 Q4_K, Q5_K and Q6_K matrices from memory took 0.82-0.88x the time of Far
+//         (Far plus Near: no gain); Q8_0 and the legacy types took 1.02-1.12x, so they keep Far.
+enum class VerifyPrefetch { Far = 0, Near = 1 };
+const char* verify_prefetch_name(VerifyPrefetch p);  // "far" / "near"
+// Default Near on Intel CPUs (cpuid vendor GenuineIntel), Far elsewhere;
+// SPECDEC_VERIFY_PREFETCH=far|near overrides (other values are ignored).
+VerifyPrefetch verify_prefetch();
+// Sets it; returns the previous setting. For tests and benchmarks.
+VerifyPrefetch set_verify_prefetch(VerifyPrefetch p);
+
 }  // namespace specdec

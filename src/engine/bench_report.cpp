@@ -235,8 +235,9 @@ std::string bench_report_text(const BenchReport& r) {
   std::string out;
   put(out, "specdec bench: %s%s%s\n", r.model_path.c_str(), r.model_name.empty() ? "" : " ",
       r.model_name.empty() ? "" : ("(" + r.model_name + ")").c_str());
-  put(out, "  %s, ISA %s (decode prefetch %s), %d threads, medians of %d repeats, load average %.2f at start\n",
-      r.date.c_str(), r.isa.c_str(), r.decode_prefetch.c_str(), r.n_threads, r.reps, r.load_average_1min);
+  put(out, "  %s, ISA %s (decode prefetch %s, verify prefetch %s), %d threads, medians of %d repeats, load average %.2f at start\n",
+      r.date.c_str(), r.isa.c_str(), r.decode_prefetch.c_str(), r.verify_prefetch.c_str(), r.n_threads, r.reps,
+      r.load_average_1min);
   put(out, "  %d layers, %d dim, vocab %d, context %d; tensors %s\n", r.n_layers, r.n_embd, r.n_vocab, r.n_ctx,
       r.weight_types.c_str());
   if (r.pool_inline_calls > 0)
@@ -293,7 +294,7 @@ std::string bench_report_json(const BenchReport& r) {
   j["model"] = {{"path", r.model_path}, {"name", r.model_name},   {"n_layers", r.n_layers},
                 {"n_embd", r.n_embd},   {"n_vocab", r.n_vocab},    {"n_ctx", r.n_ctx},
                 {"tensor_types", r.weight_types}, {"weight_bytes_per_token", r.weight_bytes}};
-  j["run"] = {{"date", r.date}, {"isa", r.isa}, {"decode_prefetch", r.decode_prefetch}, {"threads", r.n_threads}, {"reps", r.reps},
+  j["run"] = {{"date", r.date}, {"isa", r.isa}, {"decode_prefetch", r.decode_prefetch}, {"verify_prefetch", r.verify_prefetch}, {"threads", r.n_threads}, {"reps", r.reps},
               {"load_average_1min", r.load_average_1min}, {"pool_stalls", r.pool_stalls},
               {"pool_inline_calls", r.pool_inline_calls}};
   j["decode"] = {{"context", r.short_curve.context},      {"seconds_per_token", r.decode_seconds},

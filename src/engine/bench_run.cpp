@@ -217,6 +217,7 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   r.model_path = o.engine.model_path;
   r.isa = active_isa_label();
   r.decode_prefetch = decode_prefetch_name(decode_prefetch());
+  r.verify_prefetch = verify_prefetch_name(verify_prefetch());
   r.reps = o.reps;
   r.simulate_loop_tokens = o.simulate_loop_tokens;
 

@@ -257,6 +257,7 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     b.x = x;
     b.M = M;
     b.decode_prefetch = decode_prefetch();
+    b.verify_prefetch = verify_prefetch();
     b.y = outputs[i].y;
     if (!is_float_weight(w.type)) b.acts = acts;
     total_work += static_cast<int64_t>(M) * w.n_out * w.n_in;

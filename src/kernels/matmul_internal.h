@@ -302,6 +302,7 @@ struct RangeJob {
   const float* x = nullptr;      // (M, n_in) for float weights
   int M = 0;
   DecodePrefetch decode_prefetch = DecodePrefetch::Light;  // for M = 1 (cpu.h)
+  VerifyPrefetch verify_prefetch = VerifyPrefetch::Far;    // for M > 1 on the AVX-512 K-quant tiles (cpu.h)
   float* y = nullptr;            // (M, n_out)
   QuantizedActs acts;            // for quantized weights
   UnpackedRow scratch;           // this thread's scratch (quantized weights)

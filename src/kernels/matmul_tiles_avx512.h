@@ -122,12 +122,15 @@ inline __m512 halves16(const uint8_t* p) {  // 16 binary16 at p
 // A 16-row tile of a Tiles16 matrix at p (rows past n_out are zero). Its block iteration
 // `step` reads bytes [step * step_bytes, (step + 1) * step_bytes) of the tile: one sequential
 // stream, as the tiles of a task follow each other. one_row_*: a decode's prefetch
-// (set_one_row_prefetch below); a verify's is fixed (kTile16RowsPrefetchBytes).
+// (set_one_row_prefetch below); rows_*: a verify's (set_rows_prefetch).
 struct Tile16 {
   const uint8_t* p = nullptr;
   int64_t step_bytes = 0;
   int64_t one_row_ahead = 0;     // bytes ahead of the block being read; 0: no prefetch
   bool one_row_into_l1 = false;  // prefetcht0, else prefetcht1
+  int64_t rows_ahead = 8192;     // kTile16RowsPrefetchBytes
+  bool rows_into_l1 = false;
+  static constexpr bool kKQuant = false;  // a Chunks16Tiles16 tile (ChunkTile16)
 };
 struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two blocks)
 
@@ -148,6 +151,12 @@ struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two block
 // (BENCHMARKS 34b), the K-quants' the same.
 constexpr int64_t kTile16PrefetchBytes = 4096;
 constexpr int64_t kTile16RowsPrefetchBytes = 8192;
+// VerifyPrefetch::Near (cpu.h): a K-quant tile's verify prefetch, into L1. The 16 rows of a
+// Q4_K super-block are 2304 bytes, so this reaches the rest of the current one and the start
+// of the next. Measured on the Intel VM of BENCHMARKS 42 (8192x2048 Q4_K from memory, 2
+// threads, paired against Far): 512 bytes 0.81-0.88x, 768 0.82-0.85x, 1024 0.84-0.86x, 1536
+// 0.88x, 2048 0.97x, 4096 1.02x, 8192 1.04-1.06x; with Far's L2 prefetch as well, 1.02-1.03x.
+constexpr int64_t kTile16NearPrefetchBytes = 768;
 
 // A decode's tile: the distance and hint above for `decode`.
 template <typename TileT>
@@ -155,6 +164,15 @@ inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
   const bool deep = decode == DecodePrefetch::Deep;
   t.one_row_ahead = deep ? kTile16RowsPrefetchBytes : std::is_same_v<TileT, Q8Tile16> ? 0 : kTile16PrefetchBytes;
   t.one_row_into_l1 = !deep;
+}
+
+// A verify's tile (several activation rows): Far's distance into L2, or, for a K-quant tile
+// (kKQuant) under VerifyPrefetch::Near, Near's into L1.
+template <bool kKQuant>
+inline void set_rows_prefetch(Tile16& t, VerifyPrefetch verify) {
+  const bool near = kKQuant && verify == VerifyPrefetch::Near;
+  t.rows_ahead = near ? kTile16NearPrefetchBytes : kTile16RowsPrefetchBytes;
+  t.rows_into_l1 = near;
 }
 
 // Prefetches part `part` of n_parts of the lines that start in the bytes step + ahead will read
@@ -185,7 +203,7 @@ inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
 template <bool kOneRow, int kParts>
 [[gnu::always_inline]] inline void prefetch_next_part(const Tile16& t, int64_t step, int part) {
   if constexpr (kOneRow) prefetch_tile16_lines(t, step, t.one_row_ahead, t.one_row_into_l1, part, kParts);
-  else prefetch_tile16_lines(t, step, kTile16RowsPrefetchBytes, false, part, kParts);
+  else prefetch_tile16_lines(t, step, t.rows_ahead, t.rows_into_l1, part, kParts);
 }
 template <bool kOneRow>
 [[gnu::always_inline]] inline void prefetch_next(const Tile16& t, int64_t step) {
@@ -216,6 +234,7 @@ inline __m512 gather_half(const Q8Tile16& t, int64_t off, int /*shift*/) {
 // 2 kStride.
 template <int64_t kBlock>
 struct ChunkTile16 : Tile16 {
+  static constexpr bool kKQuant = true;
   static constexpr int64_t kStride = chunk16_block_bytes(kBlock);  // bytes per 8-row super-block
   static constexpr int64_t kChunks = kBlock / 16;
 };
@@ -557,7 +576,9 @@ void tiles16(const RangeJob& job, int64_t tile8_bytes, int64_t n_steps, TileFn t
   const int64_t step_bytes = tile16_step_bytes(tile8_bytes, n_steps);
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    row_block_tiles(job, tile16<TileT>(w, o0, tile8_bytes, step_bytes), n_steps, tile_fn, o0, n_valid, acc);
+    TileT t = tile16<TileT>(w, o0, tile8_bytes, step_bytes);
+    set_rows_prefetch<TileT::kKQuant>(t, job.verify_prefetch);
+    row_block_tiles(job, t, n_steps, tile_fn, o0, n_valid, acc);
   }
 }
 

@@ -98,6 +98,20 @@ std::atomic<int>& decode_prefetch_setting() {
   return p;
 }
 
+VerifyPrefetch initial_verify_prefetch() {
+  if (const char* env = std::getenv("SPECDEC_VERIFY_PREFETCH"); env && *env) {
+    const std::string s(env);
+    if (s == "far") return VerifyPrefetch::Far;
+    if (s == "near") return VerifyPrefetch::Near;
+  }
+  return genuine_intel() ? VerifyPrefetch::Near : VerifyPrefetch::Far;
+}
+
+std::atomic<int>& verify_prefetch_setting() {
+  static std::atomic<int> p{static_cast<int>(initial_verify_prefetch())};
+  return p;
+}
+
 std::atomic<int>& active() {
   static std::atomic<int> isa{static_cast<int>(initial_isa())};
   return isa;
@@ -155,6 +169,16 @@ DecodePrefetch decode_prefetch() {
 
 DecodePrefetch set_decode_prefetch(DecodePrefetch p) {
   return static_cast<DecodePrefetch>(decode_prefetch_setting().exchange(static_cast<int>(p)));
+}
+
+const char* verify_prefetch_name(VerifyPrefetch p) { return p == VerifyPrefetch::Near ? "near" : "far"; }
+
+VerifyPrefetch verify_prefetch() {
+  return static_cast<VerifyPrefetch>(verify_prefetch_setting().load(std::memory_order_relaxed));
+}
+
+VerifyPrefetch set_verify_prefetch(VerifyPrefetch p) {
+  return static_cast<VerifyPrefetch>(verify_prefetch_setting().exchange(static_cast<int>(p)));
 }
 
 std::string active_isa_label() {

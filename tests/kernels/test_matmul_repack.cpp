@@ -1,6 +1,6 @@
 // Repacked weights (repack_rows: the Tiles8, Tiles16 and FloatRows8 layouts): the AVX2 and AVX-512 kernels over
 // the repacked copy give bit for bit the in-place kernel's outputs for every M, odd shapes (a partial last
-// tile, an odd block count), thread counts and decode prefetch settings (DecodePrefetch); copy_weight_row restores every row; a repacked
+// tile, an odd block count), thread counts and decode and verify prefetch settings (DecodePrefetch, VerifyPrefetch); copy_weight_row restores every row; a repacked
 // matrix used on another ISA falls back to row-major order with that ISA's bits; and only the
 // types and ISAs that have a repacked layout are repacked. Random data, seed printed
 // (SPECDEC_TEST_SEED repeats a run).
@@ -29,7 +29,8 @@ using namespace test_matmul;
 struct IsaGuard {
   Isa saved = active_isa();
   DecodePrefetch saved_prefetch = decode_prefetch();
-  ~IsaGuard() { set_active_isa(saved), set_decode_prefetch(saved_prefetch); }
+  VerifyPrefetch saved_verify = verify_prefetch();
+  ~IsaGuard() { set_active_isa(saved), set_decode_prefetch(saved_prefetch), set_verify_prefetch(saved_verify); }
 };
 
 bool supports(Isa isa) {
@@ -131,13 +132,17 @@ TEST_P(Repack, TilesGiveTheInPlaceBitsForEveryM) {
       for (int M : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 17, 32, 70}) {
         const std::vector<float> x = random_x(M, shape[1], rng);
         const std::vector<float> in_place = run(p.w, x, M, nullptr);
-        for (DecodePrefetch prefetch : {DecodePrefetch::Light, DecodePrefetch::Deep}) {
-          set_decode_prefetch(prefetch);  // hints only: the same bits
+        for (int setting = 0; setting < 2; ++setting) {  // hints only: the same bits
+          const DecodePrefetch prefetch = setting == 0 ? DecodePrefetch::Light : DecodePrefetch::Deep;
+          const VerifyPrefetch verify = setting == 0 ? VerifyPrefetch::Near : VerifyPrefetch::Far;
+          set_decode_prefetch(prefetch);
+          set_verify_prefetch(verify);
           for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
             const std::vector<float> y = run(p.repacked, x, M, threads);
             ASSERT_EQ(0, std::memcmp(y.data(), in_place.data(), y.size() * sizeof(float)))
                 << dtype_name(type) << " " << shape[0] << "x" << shape[1] << " M=" << M
-                << (threads ? " 2 threads" : " 1 thread") << ", decode prefetch " << decode_prefetch_name(prefetch);
+                << (threads ? " 2 threads" : " 1 thread") << ", decode prefetch " << decode_prefetch_name(prefetch)
+                << ", verify prefetch " << verify_prefetch_name(verify);
           }
         }
       }
