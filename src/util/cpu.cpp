@@ -84,13 +84,20 @@ bool genuine_intel() {
   return std::string(vendor) == "GenuineIntel";
 }
 
-DecodePrefetch initial_decode_prefetch() {
-  if (const char* env = std::getenv("SPECDEC_DECODE_PREFETCH"); env && *env) {
+// A two-valued setting: environment variable `var` naming one value, else `fallback`.
+template <typename E>
+E setting_from_env(const char* var, const char* name0, E value0, const char* name1, E value1, E fallback) {
+  if (const char* env = std::getenv(var); env && *env) {
     const std::string s(env);
-    if (s == "light") return DecodePrefetch::Light;
-    if (s == "deep") return DecodePrefetch::Deep;
+    if (s == name0) return value0;
+    if (s == name1) return value1;
   }
-  return genuine_intel() ? DecodePrefetch::Deep : DecodePrefetch::Light;
+  return fallback;
+}
+
+DecodePrefetch initial_decode_prefetch() {
+  return setting_from_env("SPECDEC_DECODE_PREFETCH", "light", DecodePrefetch::Light, "deep", DecodePrefetch::Deep,
+                          genuine_intel() ? DecodePrefetch::Deep : DecodePrefetch::Light);
 }
 
 std::atomic<int>& decode_prefetch_setting() {
@@ -99,12 +106,8 @@ std::atomic<int>& decode_prefetch_setting() {
 }
 
 VerifyPrefetch initial_verify_prefetch() {
-  if (const char* env = std::getenv("SPECDEC_VERIFY_PREFETCH"); env && *env) {
-    const std::string s(env);
-    if (s == "far") return VerifyPrefetch::Far;
-    if (s == "near") return VerifyPrefetch::Near;
-  }
-  return genuine_intel() ? VerifyPrefetch::Near : VerifyPrefetch::Far;
+  return setting_from_env("SPECDEC_VERIFY_PREFETCH", "far", VerifyPrefetch::Far, "near", VerifyPrefetch::Near,
+                          genuine_intel() ? VerifyPrefetch::Near : VerifyPrefetch::Far);
 }
 
 std::atomic<int>& verify_prefetch_setting() {
