@@ -154,7 +154,7 @@ constexpr int64_t kTile16RowsPrefetchBytes = 8192;
 // VerifyPrefetch::Near (cpu.h): a K-quant tile's verify prefetch, into L1. The 16 rows of a
 // Q4_K super-block are 2304 bytes, so this reaches the rest of the current one and the start
 // of the next. Measured on the Intel VM of BENCHMARKS 42 (8192x2048 Q4_K from memory, 2
-// threads, paired against Far): 512 bytes 0.81-0.88x, 768 0.82-0.85x, 1024 0.84-0.86x, 1536
+// threads, paired against Far): 512 bytes 0.81-0.88x, 768 0.82-0.85x, 1024 0.84-0.88x, 1536
 // 0.88x, 2048 0.97x, 4096 1.02x, 8192 1.04-1.06x; with Far's L2 prefetch as well, 1.02-1.03x.
 constexpr int64_t kTile16NearPrefetchBytes = 768;
 
