@@ -119,6 +119,9 @@ inline __m512 halves16(const uint8_t* p) {  // 16 binary16 at p
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// A verify's prefetch distance into L2 (kTile16PrefetchBytes below says why).
+constexpr int64_t kTile16RowsPrefetchBytes = 8192;
+
 // A 16-row tile of a Tiles16 matrix at p (rows past n_out are zero). Its block iteration
 // `step` reads bytes [step * step_bytes, (step + 1) * step_bytes) of the tile: one sequential
 // stream, as the tiles of a task follow each other. one_row_*: a decode's prefetch
@@ -128,7 +131,7 @@ struct Tile16 {
   int64_t step_bytes = 0;
   int64_t one_row_ahead = 0;     // bytes ahead of the block being read; 0: no prefetch
   bool one_row_into_l1 = false;  // prefetcht0, else prefetcht1
-  int64_t rows_ahead = 8192;     // kTile16RowsPrefetchBytes
+  int64_t rows_ahead = kTile16RowsPrefetchBytes;
   bool rows_into_l1 = false;
   static constexpr bool kKQuant = false;  // a Chunks16Tiles16 tile (ChunkTile16)
 };
@@ -150,7 +153,6 @@ struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two block
 // a 5-row Q8_0 verify of the 1B shape took 0.89x the time it took at 4 KiB, a 9-row one 0.95x
 // (BENCHMARKS 34b), the K-quants' the same.
 constexpr int64_t kTile16PrefetchBytes = 4096;
-constexpr int64_t kTile16RowsPrefetchBytes = 8192;
 // VerifyPrefetch::Near (cpu.h): a K-quant tile's verify prefetch, into L1. The 16 rows of a
 // Q4_K super-block are 2304 bytes, so this reaches the rest of the current one and the start
 // of the next. Measured on the Intel VM of BENCHMARKS 42 (8192x2048 Q4_K from memory, 2
