@@ -67,8 +67,10 @@ DecodePrefetch set_decode_prefetch(DecodePrefetch p);
 
 // How a verify (a product of several activation rows on the AVX-512 VNNI tiles) prefetches the
 // weights of repacked K-quant matrices (Chunks16Tiles16: Q2_K-Q6_K). Hints only, as above.
-//   Far:  8 KiB ahead into L2, as the other Tiles16 matrices. Measured best on the Zen 4 VMs
-//         of docs/BENCHMARKS.md sections 30-34.
+//   Far:  8 KiB ahead into L2, as the other Tiles16 matrices. On the Zen 4 VM of
+//         docs/BENCHMARKS.md section 30, prefetches 2-8 KiB ahead into L1 left a 9-row verify
+//         ~1.5x as slow as into L2 (they evicted the activations); 768 bytes was not measured
+//         there, so non-Intel CPUs keep this.
 //   Near: 768 bytes ahead into L1, nothing into L2. On the Intel VM of section 42, 5-9 rows of
 //         8192x2048 Q4_K, Q5_K and Q6_K matrices from memory took 0.82-0.88x the time of Far
 //         (Far plus Near: no gain); Q8_0 and the legacy types took 1.02-1.12x, so they keep Far.
