@@ -106,6 +106,16 @@ UnpackedRow thread_scratch(int64_t n_in) {
   return u;
 }
 
+// The calling thread's scratch for the blocked float products of M rows (matmul_internal.h).
+FloatBlockScratch thread_float_blocks(int M) {
+  thread_local std::vector<float> acc, x;
+  FloatBlockScratch f;
+  f.acc = sized(acc, M * kFloatBlockAccStride);
+  float* x0 = sized(x, M * kFloatBlockXStride + 16);  // + 16: room to align to 64 bytes
+  f.x = x0 + ((64 - reinterpret_cast<uintptr_t>(x0) % 64) % 64) / sizeof(float);
+  return f;
+}
+
 void check_weights(const WeightMatrix& w, int M) {
   if (M < 1) throw Error("matmul: M = " + std::to_string(M) + " activation rows (need >= 1)");
   if (!dtype_is_weight_type(w.type))
@@ -266,7 +276,11 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     RangeJob job = bases[matrix];
     job.o_begin = o_begin;
     job.o_end = o_end;
-    if (!is_float_weight(job.w->type)) job.scratch = thread_scratch(job.w->n_in);
+    if (!is_float_weight(job.w->type)) {
+      job.scratch = thread_scratch(job.w->n_in);
+    } else if (active_isa() == Isa::Avx512 && M >= kFloatBlockedMinRows) {
+      job.float_blocks = thread_float_blocks(M);
+    }
     range_fn(job);
   };
   const auto inputs_on_caller = [&] {  // all rows' prologue and quantization, before any product

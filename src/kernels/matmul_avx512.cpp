@@ -4,7 +4,8 @@
 // Per-row operation order (fixed for every M, tile position and thread count):
 //  - float weights: one accumulator of 16 lanes, acc = fma(w, x, acc) per 16 values in order,
 //    the masked tail last; y = hsum(acc). Tiles of 4 weight rows x 6 activation rows (8 x 1
-//    when M = 1), over row-major rows or the FloatRows8 layout (the same bits).
+//    when M = 1), over row-major rows or the FloatRows8 layout (the same bits); from
+//    kFloatBlockedMinRows rows on, in blocks of outputs and inputs (float_range_blocked).
 //  - quantized weights: the tiled kernels' order (matmul_tiles_avx512.cpp and
 //    matmul_tiles_small_avx512.cpp, every quantized type; the same bits as the AVX2 path).
 // GCC 12's AVX-512 headers build results from _mm512_undefined_*() and trip -Wuninitialized at
@@ -12,6 +13,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#include <cstring>
 
 #include "kernels/matmul_internal.h"
 
@@ -152,12 +154,101 @@ void float_range_w(const RangeJob& job) {
   }
 }
 
+// ---- Blocked float products (matmul_internal.h: FloatBlockScratch). float_tile's operations
+// for values [i0, i1) of the tile's rows: the accumulators start at zero (i0 = 0) or where the
+// previous block left them in acc (a row's accumulators 16 floats per output, kFloatBlockAccStride
+// floats per row), and are stored back there, or summed into y at the row's end (i1 = n_in).
+// x: the tile's first row of the scratch copy, kFloatBlockXStride floats per row, value i0 first.
+template <DType T, int W, int R>
+void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, int64_t i0, int64_t i1, int64_t n_in,
+                      float* acc_rows, float* y, int64_t n_out) {
+  __m512 acc[W][R];
+#pragma GCC unroll 8
+  for (int k = 0; k < W; ++k)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      acc[k][r] = i0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_rows + r * kFloatBlockAccStride + 16 * k);
+  int64_t at = (i0 / 16) * step;
+  for (int64_t i = 0; i < i1 - i0; i += 16, at += step) {
+    __m512 wv[W];
+#pragma GCC unroll 8
+    for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k] + at);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 xv = _mm512_load_ps(x + r * kFloatBlockXStride + i);
+#pragma GCC unroll 8
+      for (int k = 0; k < W; ++k) acc[k][r] = _mm512_fmadd_ps(wv[k], xv, acc[k][r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < W; ++k)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      if (i1 == n_in) {
+        y[r * n_out + k] = hsum(acc[k][r]);
+      } else {
+        _mm512_storeu_ps(acc_rows + r * kFloatBlockAccStride + 16 * k, acc[k][r]);
+      }
+    }
+}
+
+template <DType T, int W>
+void float_block_tiles(int n_rows, const uint8_t* const* rows, int64_t step, const float* x, int64_t i0, int64_t i1,
+                       int64_t n_in, float* acc_rows, float* y, int64_t n_out) {
+  switch (n_rows) {
+    case 1: float_block_tile<T, W, 1>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
+    case 2: float_block_tile<T, W, 2>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
+    case 3: float_block_tile<T, W, 3>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
+    case 4: float_block_tile<T, W, 4>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
+    case 5: float_block_tile<T, W, 5>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
+    default: float_block_tile<T, W, 6>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
+  }
+}
+
+// Outputs in blocks of kFloatBlockWeights, inputs in blocks of kFloatBlockValues; per (output
+// block, input block): copy the M rows' values into the scratch (M x 4 KiB: ~1.5% of the block's
+// FMAs), then 6-row tiles x 4-weight-row groups (the rest one by one) as float_tiles. Needs n_in
+// a multiple of 16 (no masked tail). Weights come from memory once per output block and from L2
+// for the other M / 6 - 1 tiles; no software prefetch (at M >= 64 the products bound the call).
+template <DType T>
+void float_range_blocked(const RangeJob& job) {
+  const WeightMatrix& w = *job.w;
+  const int64_t step = float_chunk_step(w), n_in = w.n_in, n_out = w.n_out;
+  constexpr int W = kFloatTileWeights;
+  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kFloatBlockWeights) {
+    const int64_t o1 = o0 + kFloatBlockWeights < job.o_end ? o0 + kFloatBlockWeights : job.o_end;
+    for (int64_t i0 = 0; i0 < n_in; i0 += kFloatBlockValues) {
+      const int64_t i1 = i0 + kFloatBlockValues < n_in ? i0 + kFloatBlockValues : n_in;
+      for (int r = 0; r < job.M; ++r)
+        std::memcpy(job.float_blocks.x + r * kFloatBlockXStride, job.x + r * n_in + i0, (i1 - i0) * sizeof(float));
+      for (int r0 = 0; r0 < job.M; r0 += kFloatTileRows) {
+        const int n_rows = min_rows(kFloatTileRows, job.M - r0);
+        const float* x = job.float_blocks.x + r0 * kFloatBlockXStride;
+        float* acc = job.float_blocks.acc + r0 * kFloatBlockAccStride;
+        float* y = job.y + r0 * n_out;
+        int64_t o = o0;
+        for (; o + W <= o1; o += W) {
+          const uint8_t* rows[W];
+          for (int k = 0; k < W; ++k) rows[k] = float_row_start(w, o + k);
+          float_block_tiles<T, W>(n_rows, rows, step, x, i0, i1, n_in, acc + (o - o0) * 16, y + o, n_out);
+        }
+        for (; o < o1; ++o) {
+          const uint8_t* row = float_row_start(w, o);
+          float_block_tiles<T, 1>(n_rows, &row, step, x, i0, i1, n_in, acc + (o - o0) * 16, y + o, n_out);
+        }
+      }
+    }
+  }
+}
+
 // The tile shape only sets how many independent FMA chains (one accumulator per output, fed in
 // the same order whatever the shape: batch invariance) hide the FMA latency: M = 1 takes 8
 // weight rows (8 chains; 4 x 1 left half the FMA throughput idle, as on AVX2: BENCHMARKS 13).
 template <DType T>
 void float_range(const RangeJob& job) {
-  if (job.M == 1) {
+  if (job.float_blocks.acc != nullptr && job.w->n_in % 16 == 0) {
+    float_range_blocked<T>(job);
+  } else if (job.M == 1) {
     float_range_w<T, kFloatTileWeightsOneRow>(job);
   } else {
     float_range_w<T, kFloatTileWeights>(job);

@@ -296,6 +296,25 @@ struct OneRowBlock : RowBlock {
 };
 }  // namespace
 
+// Blocked float products (AVX-512; prefill-sized M): matmul_avx512.cpp's float_range_blocked.
+// A thread's outputs go in blocks of kFloatBlockWeights weight rows, its inputs in blocks of
+// kFloatBlockValues values; each such weight block (128 KiB of F16, in L2) is applied to all M
+// rows, whose values for the block are first copied into FloatBlockScratch::x (in L1 six rows
+// at a time: rows kFloatBlockXStride floats apart, 64-byte aligned, not a multiple of 4 KiB
+// apart). Same bits as the unblocked tiles (each (row, output) accumulator is saved to and
+// reloaded from FloatBlockScratch::acc between input blocks: exact). Measured on a Zen 5 VM
+// (docs/BENCHMARKS.md section 43): 1B-shape F16 matrices at M = 64 1.15-1.3x as fast with 2
+// threads, slower at M = 9-32 (memory-bound there: the unblocked tiles' prefetches win).
+constexpr int kFloatBlockedMinRows = 64;
+constexpr int64_t kFloatBlockWeights = 64;   // weight rows (outputs) per block
+constexpr int64_t kFloatBlockValues = 1024;  // input values per block
+constexpr int64_t kFloatBlockAccStride = kFloatBlockWeights * 16 + 16;  // floats per activation row of acc
+constexpr int64_t kFloatBlockXStride = kFloatBlockValues + 16;          // floats per activation row of x
+struct FloatBlockScratch {
+  float* acc = nullptr;  // (M, kFloatBlockAccStride): (row, block output, lane) accumulators
+  float* x = nullptr;    // (M, kFloatBlockXStride), 64-byte aligned: one input block of every row
+};
+
 // Everything one thread needs to compute outputs [o_begin, o_end) of all M rows.
 struct RangeJob {
   const WeightMatrix* w = nullptr;
@@ -306,6 +325,7 @@ struct RangeJob {
   float* y = nullptr;            // (M, n_out)
   QuantizedActs acts;            // for quantized weights
   UnpackedRow scratch;           // this thread's scratch (quantized weights)
+  FloatBlockScratch float_blocks;  // this thread's scratch for the blocked float products; null: unblocked
   int64_t o_begin = 0, o_end = 0;
 };
 

@@ -12,6 +12,7 @@
 //  Plus a relative RMS error over all outputs, stated per type in kRmsBound.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "common/testing.h"
+#include "kernels/matmul_internal.h"
 #include "kernels/matmul_random_weights.h"
 #include "kernels/quant_blocks.h"
 #include "specdec/cpu.h"
@@ -176,6 +178,47 @@ TEST_P(MatmulTypes, ThreadCountDoesNotChangeBits) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulTypes, ::testing::ValuesIn(kAllTypes),
                          [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
+
+// Prefill-sized batches of float weights, which the AVX-512 path computes in blocks of
+// kFloatBlockWeights outputs x kFloatBlockValues inputs (matmul_internal.h) from
+// kFloatBlockedMinRows rows on: every row bit-identical to the same row alone, for an input
+// length of one block, more than one (a partial last block; exactly three), partial output
+// blocks and weight groups (67 = 64 + 3 outputs), 1 and 2 threads. On other ISAs the same
+// check covers their unblocked tiles at these sizes.
+TEST(Matmul, FloatWeightsGiveEachRowsBitsAtPrefillSizes) {
+  Rng rng(testing::test_seed("matmul float prefill"));
+  using Shape = std::array<int64_t, 2>;  // {n_out, n_in}
+  const std::vector<Shape> shapes = {{67, 1040}, {131, 2080}, {5, 3072}, {200, 16}, {9, 1024}};
+  ThreadPool pool(2);
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    for (DType type : {DType::F32, DType::F16, DType::BF16}) {
+      for (const Shape& shape : shapes) {
+        const int64_t n_out = shape[0], n_in = shape[1];
+        const Problem p = make_problem(type, n_out, n_in, rng);
+        constexpr int kPool = 100;
+        const std::vector<float> x = random_activations(kPool, n_in, rng);  // (kPool, n_in)
+        std::vector<float> y_single(static_cast<size_t>(kPool * n_out));     // (kPool, n_out) M = 1 each
+        for (int r = 0; r < kPool; ++r) matmul(p.w, x.data() + r * n_in, 1, y_single.data() + r * n_out, nullptr);
+        std::vector<float> y(static_cast<size_t>(kPool * n_out));  // (M, n_out)
+        for (int M : {matmul_detail::kFloatBlockedMinRows - 1, matmul_detail::kFloatBlockedMinRows,
+                      matmul_detail::kFloatBlockedMinRows + 1, 70, kPool}) {
+          for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            const int off = static_cast<int>(rng.below(static_cast<uint64_t>(kPool - M + 1)));
+            matmul(p.w, x.data() + off * n_in, M, y.data(), threads);
+            for (int r = 0; r < M; ++r)
+              ASSERT_EQ(0, std::memcmp(y.data() + r * n_out, y_single.data() + (off + r) * n_out,
+                                       static_cast<size_t>(n_out) * sizeof(float)))
+                  << dtype_name(type) << " " << isa_name(isa) << " " << n_out << "x" << n_in << ": row " << r
+                  << " of an M=" << M << " batch (" << (threads ? "2 threads" : "1 thread")
+                  << ") differs from the same row alone";
+          }
+        }
+      }
+    }
+  }
+}
 
 // The in-place tiles of Q8_0, Q4_K and Q6_K compute the same formulas on AVX2 (8 rows per
 // tile) and AVX-512 (16 rows per tile), and AVX-512 runs every other quantized type on the

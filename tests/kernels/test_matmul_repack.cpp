@@ -124,8 +124,9 @@ TEST_P(Repack, TilesGiveTheInPlaceBitsForEveryM) {
   // legacy types: n_in a multiple of 64 (pairs of blocks), 576 as in 576-wide models; 24 x 1088:
   // 34 blocks, which the AVX2 row groups build in chunks of 16 (two and a part)
   const Shapes legacy_shapes = {{1, 64}, {8, 128}, {13, 576}, {37, 192}, {200, 64}, {24, 1088}};
-  // float types: n_in a multiple of 16 (chunks), odd chunk counts and 2 or 3 AVX2 vectors
-  const Shapes float_shapes = {{1, 16}, {8, 48}, {13, 80}, {37, 208}, {200, 576}};
+  // float types: n_in a multiple of 16 (chunks), odd chunk counts and 2 or 3 AVX2 vectors; 67 x
+  // 1040: at M = 70 the AVX-512 blocked products' partial input and output blocks
+  const Shapes float_shapes = {{1, 16}, {8, 48}, {13, 80}, {37, 208}, {200, 576}, {67, 1040}};
   for (DType type : repacked_types()) {
     for (const auto& shape : is_k_quant(type) ? k_shapes : is_legacy(type) ? legacy_shapes : is_float(type) ? float_shapes : q8_shapes) {
       const RepackedProblem p = make_repacked(type, shape[0], shape[1], 16, rng);
