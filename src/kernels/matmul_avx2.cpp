@@ -23,6 +23,10 @@ namespace {
 
 // Local helper: no std:: templates in wide-ISA files (their weak copies could be picked by the linker).
 inline int min_rows(int a, int b) { return a < b ? a : b; }
+template <int N>
+struct IntTag {
+  static constexpr int value = N;
+};
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -166,6 +170,91 @@ void float_range_w(const RangeJob& job) {
   }
 }
 
+// ---- Blocked float products (matmul_internal.h: FloatBlockScratch), as matmul_avx512.cpp's:
+// float_tile's operations for values [i0, i1) (i0 a multiple of 16) of the tile's rows, the
+// accumulators starting at zero (i0 = 0) or where the previous block left them in acc (8 floats
+// per output, kFloatBlockAccStride floats per row), stored back there or summed into y at the
+// row's end (i1 = n_in). x: the tile's first row of the scratch copy, value i0 first. The R x
+// vectors are loaded first: 4 x 3 tiles, 12 sums + 3 + 1 weight in the 16 registers.
+template <DType T, int W, int R>
+void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, int64_t i0, int64_t i1, int64_t n_in,
+                      float* acc_rows, float* y, int64_t n_out) {
+  constexpr int64_t wb = weight_bytes<T>();
+  __m256 acc[W][R];
+#pragma GCC unroll 8
+  for (int k = 0; k < W; ++k)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      acc[k][r] = i0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(acc_rows + r * kFloatBlockAccStride + 8 * k);
+  int64_t chunk = (i0 / kFloatChunkValues) * step;
+  for (int64_t i = 0; i < i1 - i0; i += kFloatChunkValues, chunk += step) {
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; ++half) {
+      __m256 xv[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) xv[r] = _mm256_load_ps(x + r * kFloatBlockXStride + i + 8 * half);
+#pragma GCC unroll 8
+      for (int k = 0; k < W; ++k) {
+        const __m256 wv = load_w<T>(rows[k] + chunk + 8 * half * wb);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[k][r] = _mm256_fmadd_ps(wv, xv[r], acc[k][r]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < W; ++k)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      if (i1 == n_in) {
+        y[r * n_out + k] = hsum(acc[k][r]);
+      } else {
+        _mm256_storeu_ps(acc_rows + r * kFloatBlockAccStride + 8 * k, acc[k][r]);
+      }
+    }
+}
+
+// Outputs in blocks of kFloatBlockWeights, inputs in blocks of kFloatBlockValues, as
+// matmul_avx512.cpp's float_range_blocked (4 x 3 tiles here). Needs n_in a multiple of 16.
+template <DType T>
+void float_range_blocked(const RangeJob& job) {
+  const WeightMatrix& w = *job.w;
+  const int64_t step = float_chunk_step(w), n_in = w.n_in, n_out = w.n_out;
+  constexpr int W = 4, R = 3;
+  for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kFloatBlockWeights) {
+    const int64_t o1 = o0 + kFloatBlockWeights < job.o_end ? o0 + kFloatBlockWeights : job.o_end;
+    for (int64_t i0 = 0; i0 < n_in; i0 += kFloatBlockValues) {
+      const int64_t i1 = i0 + kFloatBlockValues < n_in ? i0 + kFloatBlockValues : n_in;
+      for (int r = 0; r < job.M; ++r)
+        std::memcpy(job.float_blocks.x + r * kFloatBlockXStride, job.x + r * n_in + i0, (i1 - i0) * sizeof(float));
+      for (int r0 = 0; r0 < job.M; r0 += R) {
+        const float* x = job.float_blocks.x + r0 * kFloatBlockXStride;
+        float* acc = job.float_blocks.acc + r0 * kFloatBlockAccStride;
+        float* y = job.y + r0 * n_out;
+        const int n_rows = min_rows(R, job.M - r0);
+        auto tiles = [&](auto w_tag, const uint8_t* const* rows, int64_t o) {
+          constexpr int kW = decltype(w_tag)::value;
+          float* a = acc + (o - o0) * 8;
+          switch (n_rows) {
+            case 1: float_block_tile<T, kW, 1>(rows, step, x, i0, i1, n_in, a, y + o, n_out); break;
+            case 2: float_block_tile<T, kW, 2>(rows, step, x, i0, i1, n_in, a, y + o, n_out); break;
+            default: float_block_tile<T, kW, R>(rows, step, x, i0, i1, n_in, a, y + o, n_out); break;
+          }
+        };
+        int64_t o = o0;
+        for (; o + W <= o1; o += W) {
+          const uint8_t* rows[W];
+          for (int k = 0; k < W; ++k) rows[k] = float_row_start(w, o + k);
+          tiles(IntTag<W>{}, rows, o);
+        }
+        for (; o < o1; ++o) {
+          const uint8_t* row = float_row_start(w, o);
+          tiles(IntTag<1>{}, &row, o);
+        }
+      }
+    }
+  }
+}
+
 // Every output keeps one accumulator fed in the same order whatever the tile shape (batch
 // invariance: the shape only changes which outputs are computed side by side), so the shape
 // is chosen for speed alone. An FMA chain waits ~4 cycles per step: a tile needs ~8 independent
@@ -178,6 +267,7 @@ void float_range_w(const RangeJob& job) {
 // the row-major 3 x 3 tiles', 1.05x with 3 x 3 tiles over the groups (BENCHMARKS 35a).
 template <DType T>
 void float_range(const RangeJob& job) {
+  if (job.float_blocks.acc != nullptr && job.w->n_in % kFloatChunkValues == 0) return float_range_blocked<T>(job);
   if (job.M > 2 && job.w->layout == WeightLayout::FloatRows8) return float_range_w<T, 4, 3>(job);  // 12
   switch (job.M) {
     case 1: return float_range_w<T, 8, 1>(job);  // 8 chains
