@@ -176,9 +176,10 @@ void float_range_w(const RangeJob& job) {
 // per output, kFloatBlockAccStride floats per row), stored back there or summed into y at the
 // row's end (i1 = n_in). x: the tile's first row of the scratch copy, value i0 first. The R x
 // vectors are loaded first: 4 x 3 tiles, 12 sums + 3 + 1 weight in the 16 registers.
-template <DType T, int W, int R>
+template <DType T, int W, int R, bool kPrefetch = false>
 void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, int64_t i0, int64_t i1, int64_t n_in,
-                      float* acc_rows, float* y, int64_t n_out) {
+                      float* acc_rows, float* y, int64_t n_out, const uint8_t* const* next = nullptr,
+                      int64_t next_at = 0) {
   constexpr int64_t wb = weight_bytes<T>();
   __m256 acc[W][R];
 #pragma GCC unroll 8
@@ -187,7 +188,11 @@ void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, 
     for (int r = 0; r < R; ++r)
       acc[k][r] = i0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(acc_rows + r * kFloatBlockAccStride + 8 * k);
   int64_t chunk = (i0 / kFloatChunkValues) * step;
-  for (int64_t i = 0; i < i1 - i0; i += kFloatChunkValues, chunk += step) {
+  for (int64_t i = 0; i < i1 - i0; i += kFloatChunkValues, chunk += step, next_at += step) {
+    if constexpr (kPrefetch) {
+#pragma GCC unroll 8
+      for (int k = 0; k < W; ++k) _mm_prefetch(reinterpret_cast<const char*>(next[k] + next_at), _MM_HINT_T1);
+    }
 #pragma GCC unroll 2
     for (int half = 0; half < 2; ++half) {
       __m256 xv[R];
@@ -231,24 +236,34 @@ void float_range_blocked(const RangeJob& job) {
         float* acc = job.float_blocks.acc + r0 * kFloatBlockAccStride;
         float* y = job.y + r0 * n_out;
         const int n_rows = min_rows(R, job.M - r0);
-        auto tiles = [&](auto w_tag, const uint8_t* const* rows, int64_t o) {
+        // The first pass prefetches the next block's weights into L2 (as matmul_avx512.cpp's).
+        const int64_t next_at = i1 < n_in ? (i1 / kFloatChunkValues) * step : 0;
+        auto tiles = [&](auto w_tag, const uint8_t* const* rows, int64_t o, const uint8_t* const* next) {
           constexpr int kW = decltype(w_tag)::value;
           float* a = acc + (o - o0) * 8;
+          if (next != nullptr && n_rows == R)
+            return float_block_tile<T, kW, R, true>(rows, step, x, i0, i1, n_in, a, y + o, n_out, next, next_at);
           switch (n_rows) {
             case 1: float_block_tile<T, kW, 1>(rows, step, x, i0, i1, n_in, a, y + o, n_out); break;
             case 2: float_block_tile<T, kW, 2>(rows, step, x, i0, i1, n_in, a, y + o, n_out); break;
             default: float_block_tile<T, kW, R>(rows, step, x, i0, i1, n_in, a, y + o, n_out); break;
           }
         };
+        const int64_t next_o = i1 < n_in ? 0 : kFloatBlockWeights;
         int64_t o = o0;
         for (; o + W <= o1; o += W) {
           const uint8_t* rows[W];
-          for (int k = 0; k < W; ++k) rows[k] = float_row_start(w, o + k);
-          tiles(IntTag<W>{}, rows, o);
+          const uint8_t* next[W];
+          const bool pf = r0 == 0 && o + next_o + W <= job.o_end;
+          for (int k = 0; k < W; ++k) {
+            rows[k] = float_row_start(w, o + k);
+            next[k] = pf ? float_row_start(w, o + next_o + k) : nullptr;
+          }
+          tiles(IntTag<W>{}, rows, o, pf ? next : nullptr);
         }
         for (; o < o1; ++o) {
           const uint8_t* row = float_row_start(w, o);
-          tiles(IntTag<1>{}, &row, o);
+          tiles(IntTag<1>{}, &row, o, nullptr);
         }
       }
     }

@@ -159,9 +159,10 @@ void float_range_w(const RangeJob& job) {
 // previous block left them in acc (a row's accumulators 16 floats per output, kFloatBlockAccStride
 // floats per row), and are stored back there, or summed into y at the row's end (i1 = n_in).
 // x: the tile's first row of the scratch copy, kFloatBlockXStride floats per row, value i0 first.
-template <DType T, int W, int R>
+template <DType T, int W, int R, bool kPrefetch = false>
 void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, int64_t i0, int64_t i1, int64_t n_in,
-                      float* acc_rows, float* y, int64_t n_out) {
+                      float* acc_rows, float* y, int64_t n_out, const uint8_t* const* next = nullptr,
+                      int64_t next_at = 0) {
   __m512 acc[W][R];
 #pragma GCC unroll 8
   for (int k = 0; k < W; ++k)
@@ -169,8 +170,12 @@ void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, 
     for (int r = 0; r < R; ++r)
       acc[k][r] = i0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_rows + r * kFloatBlockAccStride + 16 * k);
   int64_t at = (i0 / 16) * step;
-  for (int64_t i = 0; i < i1 - i0; i += 16, at += step) {
+  for (int64_t i = 0; i < i1 - i0; i += 16, at += step, next_at += step) {
     __m512 wv[W];
+    if constexpr (kPrefetch) {
+#pragma GCC unroll 8
+      for (int k = 0; k < W; ++k) _mm_prefetch(reinterpret_cast<const char*>(next[k] + next_at), _MM_HINT_T1);
+    }
 #pragma GCC unroll 8
     for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k] + at);
 #pragma GCC unroll 8
@@ -194,7 +199,12 @@ void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, 
 
 template <DType T, int W>
 void float_block_tiles(int n_rows, const uint8_t* const* rows, int64_t step, const float* x, int64_t i0, int64_t i1,
-                       int64_t n_in, float* acc_rows, float* y, int64_t n_out) {
+                       int64_t n_in, float* acc_rows, float* y, int64_t n_out, const uint8_t* const* next = nullptr,
+                       int64_t next_at = 0) {
+  if (next != nullptr) {
+    if (n_rows >= kFloatTileRows)
+      return float_block_tile<T, W, kFloatTileRows, true>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out, next, next_at);
+  }
   switch (n_rows) {
     case 1: float_block_tile<T, W, 1>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
     case 2: float_block_tile<T, W, 2>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
@@ -208,8 +218,12 @@ void float_block_tiles(int n_rows, const uint8_t* const* rows, int64_t step, con
 // Outputs in blocks of kFloatBlockWeights, inputs in blocks of kFloatBlockValues; per (output
 // block, input block): copy the M rows' values into the scratch (M x 4 KiB: ~1.5% of the block's
 // FMAs), then 6-row tiles x 4-weight-row groups (the rest one by one) as float_tiles. Needs n_in
-// a multiple of 16 (no masked tail). Weights come from memory once per output block and from L2
-// for the other M / 6 - 1 tiles; no software prefetch (at M >= 64 the products bound the call).
+// a multiple of 16 (no masked tail). Weights come from memory once per block and from L2 for the
+// other M / 6 - 1 tiles. The first 6-row pass over a block prefetches (T1) the next block's
+// weights for the same 4-row groups, one line per row and 16 values: without it that pass waited
+// for memory, and a 1B F16 prefill in chunks of 64 took 1.09x as long (BENCHMARKS 43). A
+// prefetch past the matrix's last block is not issued; one past a short last input block reads
+// lines of the next rows (prefetches never fault).
 template <DType T>
 void float_range_blocked(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
@@ -226,11 +240,19 @@ void float_range_blocked(const RangeJob& job) {
         const float* x = job.float_blocks.x + r0 * kFloatBlockXStride;
         float* acc = job.float_blocks.acc + r0 * kFloatBlockAccStride;
         float* y = job.y + r0 * n_out;
+        // The first pass prefetches into L2 the next block's weights: the same rows' next input
+        // block, else the next output block's first (its rows 64 further on, where they exist).
+        const bool pf = r0 == 0 && (i1 < n_in || o0 + kFloatBlockWeights + W <= job.o_end);
+        const int64_t next_at = i1 < n_in ? (i1 / 16) * step : 0, next_o = i1 < n_in ? 0 : kFloatBlockWeights;
         int64_t o = o0;
         for (; o + W <= o1; o += W) {
           const uint8_t* rows[W];
+          const uint8_t* next[W];
           for (int k = 0; k < W; ++k) rows[k] = float_row_start(w, o + k);
-          float_block_tiles<T, W>(n_rows, rows, step, x, i0, i1, n_in, acc + (o - o0) * 16, y + o, n_out);
+          const bool pf_here = pf && o + next_o + W <= job.o_end;
+          for (int k = 0; k < W; ++k) next[k] = pf_here ? float_row_start(w, o + next_o + k) : nullptr;
+          float_block_tiles<T, W>(n_rows, rows, step, x, i0, i1, n_in, acc + (o - o0) * 16, y + o, n_out,
+                                  pf_here ? next : nullptr, next_at);
         }
         for (; o < o1; ++o) {
           const uint8_t* row = float_row_start(w, o);

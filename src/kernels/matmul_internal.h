@@ -296,7 +296,8 @@ struct OneRowBlock : RowBlock {
 };
 }  // namespace
 
-// Blocked float products (AVX-512; prefill-sized M): matmul_avx512.cpp's float_range_blocked.
+// Blocked float products (AVX-512 and AVX2; prefill-sized M): float_range_blocked in
+// matmul_avx512.cpp and matmul_avx2.cpp.
 // A thread's outputs go in blocks of kFloatBlockWeights weight rows, its inputs in blocks of
 // kFloatBlockValues values; each such weight block (128 KiB of F16, in L2) is applied to all M
 // rows, whose values for the block are first copied into FloatBlockScratch::x (in L1 six rows
