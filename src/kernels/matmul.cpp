@@ -278,7 +278,7 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     job.o_end = o_end;
     if (!is_float_weight(job.w->type)) {
       job.scratch = thread_scratch(job.w->n_in);
-    } else if (active_isa() != Isa::Scalar && M >= kFloatBlockedMinRows) {
+    } else if (active_isa() != Isa::Scalar && M >= float_blocked_min_rows(active_isa())) {
       job.float_blocks = thread_float_blocks(M);
     }
     range_fn(job);

@@ -5,7 +5,7 @@
 //  - float weights: one accumulator of 16 lanes, acc = fma(w, x, acc) per 16 values in order,
 //    the masked tail last; y = hsum(acc). Tiles of 4 weight rows x 6 activation rows (8 x 1
 //    when M = 1), over row-major rows or the FloatRows8 layout (the same bits); from
-//    kFloatBlockedMinRows rows on, in blocks of outputs and inputs (float_range_blocked).
+//    kFloatBlockedMinRowsAvx512 rows on, in blocks of outputs and inputs (float_range_blocked).
 //  - quantized weights: the tiled kernels' order (matmul_tiles_avx512.cpp and
 //    matmul_tiles_small_avx512.cpp, every quantized type; the same bits as the AVX2 path).
 // GCC 12's AVX-512 headers build results from _mm512_undefined_*() and trip -Wuninitialized at

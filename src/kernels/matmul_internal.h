@@ -304,9 +304,14 @@ struct OneRowBlock : RowBlock {
 // at a time: rows kFloatBlockXStride floats apart, 64-byte aligned, not a multiple of 4 KiB
 // apart). Same bits as the unblocked tiles (each (row, output) accumulator is saved to and
 // reloaded from FloatBlockScratch::acc between input blocks: exact). Measured on a Zen 5 VM
-// (docs/BENCHMARKS.md section 43): 1B-shape F16 matrices at M = 64 1.15-1.3x as fast with 2
-// threads, slower at M = 9-32 (memory-bound there: the unblocked tiles' prefetches win).
-constexpr int kFloatBlockedMinRows = 64;
+// (docs/BENCHMARKS.md section 43), 1B-shape matrices, 2 threads: at M = 64 1.15-1.3x as fast
+// on AVX-512, 1.0-1.2x on AVX2; at M = 32 1.1-1.3x on AVX-512 and 0.9-1.1x on AVX2; at M = 17
+// F32 0.8-1.1x (there the unblocked tiles' prefetches keep up with memory better).
+constexpr int kFloatBlockedMinRowsAvx512 = 32;
+constexpr int kFloatBlockedMinRowsAvx2 = 64;
+inline int float_blocked_min_rows(Isa isa) {
+  return isa == Isa::Avx512 ? kFloatBlockedMinRowsAvx512 : kFloatBlockedMinRowsAvx2;
+}
 constexpr int64_t kFloatBlockWeights = 64;   // weight rows (outputs) per block
 constexpr int64_t kFloatBlockValues = 1024;  // input values per block
 constexpr int64_t kFloatBlockAccStride = kFloatBlockWeights * 16 + 16;  // floats per activation row of acc

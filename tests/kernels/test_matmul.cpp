@@ -181,7 +181,7 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulTypes, ::testing::ValuesIn(kAllTy
 
 // Prefill-sized batches of float weights, which the AVX-512 path computes in blocks of
 // kFloatBlockWeights outputs x kFloatBlockValues inputs (matmul_internal.h) from
-// kFloatBlockedMinRows rows on: every row bit-identical to the same row alone, for an input
+// float_blocked_min_rows(isa) rows on: every row bit-identical to the same row alone, for an input
 // length of one block, more than one (a partial last block; exactly three), partial output
 // blocks and weight groups (67 = 64 + 3 outputs), 1 and 2 threads. On other ISAs the same
 // check covers their unblocked tiles at these sizes.
@@ -202,8 +202,8 @@ TEST(Matmul, FloatWeightsGiveEachRowsBitsAtPrefillSizes) {
         std::vector<float> y_single(static_cast<size_t>(kPool * n_out));     // (kPool, n_out) M = 1 each
         for (int r = 0; r < kPool; ++r) matmul(p.w, x.data() + r * n_in, 1, y_single.data() + r * n_out, nullptr);
         std::vector<float> y(static_cast<size_t>(kPool * n_out));  // (M, n_out)
-        for (int M : {matmul_detail::kFloatBlockedMinRows - 1, matmul_detail::kFloatBlockedMinRows,
-                      matmul_detail::kFloatBlockedMinRows + 1, 70, kPool}) {
+        const int min_rows = matmul_detail::float_blocked_min_rows(isa);
+        for (int M : {min_rows - 1, min_rows, min_rows + 1, 70, kPool}) {
           for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
             const int off = static_cast<int>(rng.below(static_cast<uint64_t>(kPool - M + 1)));
             matmul(p.w, x.data() + off * n_in, M, y.data(), threads);
