@@ -131,6 +131,7 @@ struct Tile16 {
   int64_t step_bytes = 0;
   int64_t one_row_ahead = 0;     // bytes ahead of the block being read; 0: no prefetch
   bool one_row_into_l1 = false;  // prefetcht0, else prefetcht1
+  bool one_row_burst = false;    // a K-quant super-block's lines at once, not spread (DecodePrefetch::Burst)
   int64_t rows_ahead = kTile16RowsPrefetchBytes;
   bool rows_into_l1 = false;
   static constexpr bool kKQuant = false;  // a Chunks16Tiles16 tile (ChunkTile16)
@@ -166,6 +167,7 @@ inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
   const bool deep = decode == DecodePrefetch::Deep;
   t.one_row_ahead = deep ? kTile16RowsPrefetchBytes : std::is_same_v<TileT, Q8Tile16> ? 0 : kTile16PrefetchBytes;
   t.one_row_into_l1 = !deep;
+  t.one_row_burst = decode == DecodePrefetch::Burst;
 }
 
 // A verify's tile (several activation rows): Far's distance into L2, or, for a K-quant tile
@@ -201,11 +203,19 @@ inline void set_rows_prefetch(Tile16& t, VerifyPrefetch verify) {
 // K-quant tiles at M = 1 (RB::kOneRow) spread a super-block's lines (16 rows x 144-210 bytes:
 // 36-53) over its 8 blocks of 32 values instead of one burst per super-block: on the Zen 4 of
 // BENCHMARKS 31 a 2-thread Q4_K M = 1 call from memory took ~0.85x as long so (a burst of ~36
-// prefetches queues behind the L1's few miss buffers).
+// prefetches queues behind the L1's few miss buffers), but on the Zen 5 of BENCHMARKS 43 the
+// burst was faster (DecodePrefetch::Burst: t.one_row_burst, part 0 prefetches every line).
 template <bool kOneRow, int kParts>
 [[gnu::always_inline]] inline void prefetch_next_part(const Tile16& t, int64_t step, int part) {
-  if constexpr (kOneRow) prefetch_tile16_lines(t, step, t.one_row_ahead, t.one_row_into_l1, part, kParts);
-  else prefetch_tile16_lines(t, step, t.rows_ahead, t.rows_into_l1, part, kParts);
+  if constexpr (kOneRow) {
+    if (kParts > 1 && t.one_row_burst) {
+      if (part == 0) prefetch_tile16_lines(t, step, t.one_row_ahead, t.one_row_into_l1, 0, 1);
+    } else {
+      prefetch_tile16_lines(t, step, t.one_row_ahead, t.one_row_into_l1, part, kParts);
+    }
+  } else {
+    prefetch_tile16_lines(t, step, t.rows_ahead, t.rows_into_l1, part, kParts);
+  }
 }
 template <bool kOneRow>
 [[gnu::always_inline]] inline void prefetch_next(const Tile16& t, int64_t step) {

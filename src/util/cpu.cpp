@@ -84,6 +84,18 @@ bool genuine_intel() {
   return std::string(vendor) == "GenuineIntel";
 }
 
+// An AMD CPU (AuthenticAMD) of family 26 (Zen 5) or later: cpuid leaf 1's base family plus,
+// where that is 15, its extended family.
+bool amd_family_26_or_later() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4), std::memcpy(vendor + 4, &d, 4), std::memcpy(vendor + 8, &c, 4);
+  if (std::string(vendor) != "AuthenticAMD" || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
+  return family >= 26;
+}
+
 // A two-valued setting: environment variable `var` naming one value, else `fallback`.
 template <typename E>
 E setting_from_env(const char* var, const char* name0, E value0, const char* name1, E value1, E fallback) {
@@ -96,8 +108,13 @@ E setting_from_env(const char* var, const char* name0, E value0, const char* nam
 }
 
 DecodePrefetch initial_decode_prefetch() {
+  const DecodePrefetch fallback = genuine_intel()            ? DecodePrefetch::Deep
+                                  : amd_family_26_or_later() ? DecodePrefetch::Burst
+                                                             : DecodePrefetch::Light;
+  if (const char* env = std::getenv("SPECDEC_DECODE_PREFETCH"); env && std::string(env) == "burst")
+    return DecodePrefetch::Burst;
   return setting_from_env("SPECDEC_DECODE_PREFETCH", "light", DecodePrefetch::Light, "deep", DecodePrefetch::Deep,
-                          genuine_intel() ? DecodePrefetch::Deep : DecodePrefetch::Light);
+                          fallback);
 }
 
 std::atomic<int>& decode_prefetch_setting() {
@@ -164,7 +181,9 @@ AmxUse set_amx_use(AmxUse use) {
   return static_cast<AmxUse>(amx_setting().exchange(static_cast<int>(use)));
 }
 
-const char* decode_prefetch_name(DecodePrefetch p) { return p == DecodePrefetch::Deep ? "deep" : "light"; }
+const char* decode_prefetch_name(DecodePrefetch p) {
+  return p == DecodePrefetch::Deep ? "deep" : p == DecodePrefetch::Burst ? "burst" : "light";
+}
 
 DecodePrefetch decode_prefetch() {
   return static_cast<DecodePrefetch>(decode_prefetch_setting().load(std::memory_order_relaxed));

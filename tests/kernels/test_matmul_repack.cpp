@@ -133,8 +133,10 @@ TEST_P(Repack, TilesGiveTheInPlaceBitsForEveryM) {
       for (int M : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 17, 32, 70}) {
         const std::vector<float> x = random_x(M, shape[1], rng);
         const std::vector<float> in_place = run(p.w, x, M, nullptr);
-        for (int setting = 0; setting < 2; ++setting) {  // hints only: the same bits
-          const DecodePrefetch prefetch = setting == 0 ? DecodePrefetch::Light : DecodePrefetch::Deep;
+        for (int setting = 0; setting < 3; ++setting) {  // hints only: the same bits
+          const DecodePrefetch prefetch = setting == 0   ? DecodePrefetch::Light
+                                          : setting == 1 ? DecodePrefetch::Deep
+                                                         : DecodePrefetch::Burst;
           const VerifyPrefetch verify = setting == 0 ? VerifyPrefetch::Near : VerifyPrefetch::Far;
           set_decode_prefetch(prefetch);
           set_verify_prefetch(verify);
