@@ -242,7 +242,7 @@ void float_range_blocked(const RangeJob& job) {
         float* y = job.y + r0 * n_out;
         // The first pass prefetches into L2 the next block's weights: the same rows' next input
         // block, else the next output block's first (its rows 64 further on, where they exist).
-        const bool pf = r0 == 0 && (i1 < n_in || o0 + kFloatBlockWeights + W <= job.o_end);
+        const bool pf = r0 == 0;
         const int64_t next_at = i1 < n_in ? (i1 / 16) * step : 0, next_o = i1 < n_in ? 0 : kFloatBlockWeights;
         int64_t o = o0;
         for (; o + W <= o1; o += W) {
