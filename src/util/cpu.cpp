@@ -7,7 +7,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "specdec/error.h"
 
@@ -76,33 +78,32 @@ std::atomic<int>& amx_setting() {
   return use;
 }
 
-bool genuine_intel() {
+// cpuid leaf 0's vendor string ("GenuineIntel", "AuthenticAMD", ...); empty without cpuid.
+std::string cpu_vendor() {
   unsigned a, b, c, d;
-  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return {};
   char vendor[13] = {};
   std::memcpy(vendor, &b, 4), std::memcpy(vendor + 4, &d, 4), std::memcpy(vendor + 8, &c, 4);
-  return std::string(vendor) == "GenuineIntel";
+  return vendor;
 }
 
-// An AMD CPU (AuthenticAMD) of family 26 (Zen 5) or later: cpuid leaf 1's base family plus,
-// where that is 15, its extended family.
+bool genuine_intel() { return cpu_vendor() == "GenuineIntel"; }
+
+// An AMD CPU of family 26 (Zen 5) or later: cpuid leaf 1's base family plus, where that is
+// 15, its extended family.
 bool amd_family_26_or_later() {
   unsigned a, b, c, d;
-  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
-  char vendor[13] = {};
-  std::memcpy(vendor, &b, 4), std::memcpy(vendor + 4, &d, 4), std::memcpy(vendor + 8, &c, 4);
-  if (std::string(vendor) != "AuthenticAMD" || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+  if (cpu_vendor() != "AuthenticAMD" || !__get_cpuid(1, &a, &b, &c, &d)) return false;
   const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
   return family >= 26;
 }
 
-// A two-valued setting: environment variable `var` naming one value, else `fallback`.
+// A named setting: environment variable `var` naming one of `values`, else `fallback`.
 template <typename E>
-E setting_from_env(const char* var, const char* name0, E value0, const char* name1, E value1, E fallback) {
+E setting_from_env(const char* var, std::initializer_list<std::pair<const char*, E>> values, E fallback) {
   if (const char* env = std::getenv(var); env && *env) {
-    const std::string s(env);
-    if (s == name0) return value0;
-    if (s == name1) return value1;
+    for (const auto& [name, value] : values)
+      if (std::string(env) == name) return value;
   }
   return fallback;
 }
@@ -111,10 +112,9 @@ DecodePrefetch initial_decode_prefetch() {
   const DecodePrefetch fallback = genuine_intel()            ? DecodePrefetch::Deep
                                   : amd_family_26_or_later() ? DecodePrefetch::Burst
                                                              : DecodePrefetch::Light;
-  if (const char* env = std::getenv("SPECDEC_DECODE_PREFETCH"); env && std::string(env) == "burst")
-    return DecodePrefetch::Burst;
-  return setting_from_env("SPECDEC_DECODE_PREFETCH", "light", DecodePrefetch::Light, "deep", DecodePrefetch::Deep,
-                          fallback);
+  return setting_from_env<DecodePrefetch>(
+      "SPECDEC_DECODE_PREFETCH",
+      {{"light", DecodePrefetch::Light}, {"deep", DecodePrefetch::Deep}, {"burst", DecodePrefetch::Burst}}, fallback);
 }
 
 std::atomic<int>& decode_prefetch_setting() {
@@ -123,8 +123,9 @@ std::atomic<int>& decode_prefetch_setting() {
 }
 
 VerifyPrefetch initial_verify_prefetch() {
-  return setting_from_env("SPECDEC_VERIFY_PREFETCH", "far", VerifyPrefetch::Far, "near", VerifyPrefetch::Near,
-                          genuine_intel() ? VerifyPrefetch::Near : VerifyPrefetch::Far);
+  return setting_from_env<VerifyPrefetch>("SPECDEC_VERIFY_PREFETCH",
+                                          {{"far", VerifyPrefetch::Far}, {"near", VerifyPrefetch::Near}},
+                                          genuine_intel() ? VerifyPrefetch::Near : VerifyPrefetch::Far);
 }
 
 std::atomic<int>& verify_prefetch_setting() {
