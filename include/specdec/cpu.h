@@ -57,12 +57,17 @@ std::string active_isa_label();
 //          Emerald Rapids VM of section 36, where Light left a 1B F16 decode at 0.57-0.68 of
 //          the read probe and a Q8_0 one at 0.67-0.83, and for the AVX2 Q8_0 tiles on the
 //          Intel VM of section 42 (0.70-0.72 against 0.55-0.56).
-//   Burst: as Light, but the AVX-512 K-quant tiles (Chunks16Tiles16) prefetch each
+//   Burst: the AVX-512 K-quant tiles (Chunks16Tiles16) as under Light, but each
 //          super-block's lines in one burst at its start instead of spread over its 8 blocks
-//          of 32 values. On the Zen 5 VM of section 43, 2-thread Q4_K and Q6_K decode products
-//          from memory took 0.80-0.92x the time of Light's spread (which took 0.85x the
-//          burst's on the Zen 4 of section 31).
+//          of 32 values; the Q8_0 and float tiles (one stream each) as under Deep. On the Zen 5
+//          VM of section 43, 2-thread Q4_K and Q6_K decode products from memory took 0.80-0.92x
+//          the time of Light's spread (which took 0.85x the burst's on the Zen 4 of section 31);
+//          in section 44 (the same VM kind), a 1B forward's Q8_0 calls (layer_calls) ~0.96x
+//          Light's with Deep's prefetch and its F16 calls ~0.93x (AVX-512; AVX2 F16 ~0.92x).
 enum class DecodePrefetch { Light = 0, Deep = 1, Burst = 2 };
+// Whether a decode's Q8_0 and float tiles (one sequential stream per tile) prefetch as under
+// Deep: under Deep and Burst.
+inline bool stream_tiles_prefetch_deep(DecodePrefetch p) { return p == DecodePrefetch::Deep || p == DecodePrefetch::Burst; }
 const char* decode_prefetch_name(DecodePrefetch p);  // "light" / "deep" / "burst"
 // Default Deep on Intel CPUs (cpuid vendor GenuineIntel), Burst on AMD CPUs of family 26
 // (0x1A, Zen 5) and later, Light elsewhere; SPECDEC_DECODE_PREFETCH=light|deep|burst

@@ -439,7 +439,7 @@ constexpr RowPrefetch row_prefetch(int64_t w_rows, int64_t row_bytes, int m_rows
 }
 
 // FloatRows8 rows read by a tile of several activation rows, or by a decode's under
-// DecodePrefetch::Deep: kFloatRows8PrefetchBytes of each group's stream ahead, rounded up to
+// DecodePrefetch::Deep and Burst: kFloatRows8PrefetchBytes of each group's stream ahead, rounded up to
 // whole chunk steps (1B F16, BENCHMARKS 35: t(5) with none / 4 / 8 / 16 / 32 / 64 / 128 KiB
 // ~124 / 92 / 74 / 65-73 / 66-67 / 67 / 69 ms, the row-major tiles ~83; decode on the Emerald
 // Rapids VM of BENCHMARKS 36: 0.65-0.68 of the probe with none, 0.88-0.93 at 16 KiB, 0.92-0.97
@@ -448,7 +448,7 @@ constexpr RowPrefetch row_prefetch(int64_t w_rows, int64_t row_bytes, int m_rows
 constexpr int64_t kFloatRows8PrefetchBytes = 32768;
 constexpr RowPrefetch rows8_prefetch(int64_t chunk_step, int m_rows, DecodePrefetch decode) {
   RowPrefetch pf;
-  if (m_rows > 1 || decode == DecodePrefetch::Deep)
+  if (m_rows > 1 || stream_tiles_prefetch_deep(decode))
     pf.chunk_ahead = (kFloatRows8PrefetchBytes + chunk_step - 1) / chunk_step * chunk_step;
   return pf;
 }

@@ -125,7 +125,7 @@ static_assert(kMaxGroupRows <= 12);
 // ~R x 0.1 µs of work, above a memory latency from R = 2).
 void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb, DecodePrefetch decode, __m256* acc) {
   if (rb.R == 1) {
-    if (decode == DecodePrefetch::Deep) return q8_0_repacked_tile_1row<_MM_HINT_T1>(tile, n_blocks, rb, acc);
+    if (stream_tiles_prefetch_deep(decode)) return q8_0_repacked_tile_1row<_MM_HINT_T1>(tile, n_blocks, rb, acc);
     return q8_0_repacked_tile_1row<_MM_HINT_T0>(tile, n_blocks, rb, acc);
   }
   const int n_groups = (rb.R + kMaxGroupRows - 1) / kMaxGroupRows;

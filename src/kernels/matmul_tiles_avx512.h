@@ -146,7 +146,7 @@ struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two block
 //     was slower for Q4_K, 8 KiB the same. Q8_0 prefetches nothing (BENCHMARKS 34a, Zen 4:
 //     its one sequential stream, read at Q8_0's low compute per byte, is what the hardware
 //     prefetchers follow best there).
-//   Deep: as several rows' tiles below, Q8_0 too. On the Emerald Rapids VM of BENCHMARKS 36
+//   Deep (and Q8_0 under Burst): as several rows' tiles below. On the Emerald Rapids VM of BENCHMARKS 36
 //     a 1B Q8_0 decode read 0.91-0.99 of the (plain) probe so, 0.88-0.91 at 16 KiB into L2,
 //     0.89-0.94 with Light's 4 KiB into L1 and 0.77-0.83 with Light's none; Q4_K_M 0.86-0.92
 //     (0.89-0.91 at 16 KiB, 0.81-0.89 at 4 KiB) against Light's 0.72-0.82.
@@ -164,7 +164,7 @@ constexpr int64_t kTile16NearPrefetchBytes = 768;
 // A decode's tile: the distance and hint above for `decode`.
 template <typename TileT>
 inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
-  const bool deep = decode == DecodePrefetch::Deep;
+  const bool deep = std::is_same_v<TileT, Q8Tile16> ? stream_tiles_prefetch_deep(decode) : decode == DecodePrefetch::Deep;
   t.one_row_ahead = deep ? kTile16RowsPrefetchBytes : std::is_same_v<TileT, Q8Tile16> ? 0 : kTile16PrefetchBytes;
   t.one_row_into_l1 = !deep;
   t.one_row_burst = decode == DecodePrefetch::Burst;
