@@ -143,9 +143,8 @@ struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two block
 //   Light: kTile16PrefetchBytes into L1. The hardware prefetchers alone left a 2-thread M = 1
 //     call from memory at 36-52 GB/s; prefetching the next tile spread over this one's
 //     iterations (a second stream, _MM_HINT_T2) at 38-52; this at 48-58 (BENCHMARKS 27b). 2 KiB
-//     was slower for Q4_K, 8 KiB the same. Q8_0 prefetches nothing (BENCHMARKS 34a, Zen 4:
-//     its one sequential stream, read at Q8_0's low compute per byte, is what the hardware
-//     prefetchers follow best there).
+//     was slower for Q4_K, 8 KiB the same. Q8_0 prefetches nothing (BENCHMARKS 34a, Zen 4: the
+//     hardware prefetchers follow its one sequential stream, at its low compute per byte, best).
 //   Deep (and Q8_0 under Burst): as several rows' tiles below. On the Emerald Rapids VM of BENCHMARKS 36
 //     a 1B Q8_0 decode read 0.91-0.99 of the (plain) probe so, 0.88-0.91 at 16 KiB into L2,
 //     0.89-0.94 with Light's 4 KiB into L1 and 0.77-0.83 with Light's none; Q4_K_M 0.86-0.92
@@ -164,8 +163,9 @@ constexpr int64_t kTile16NearPrefetchBytes = 768;
 // A decode's tile: the distance and hint above for `decode`.
 template <typename TileT>
 inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
-  const bool deep = std::is_same_v<TileT, Q8Tile16> ? stream_tiles_prefetch_deep(decode) : decode == DecodePrefetch::Deep;
-  t.one_row_ahead = deep ? kTile16RowsPrefetchBytes : std::is_same_v<TileT, Q8Tile16> ? 0 : kTile16PrefetchBytes;
+  constexpr bool kQ8 = std::is_same_v<TileT, Q8Tile16>;
+  const bool deep = kQ8 ? stream_tiles_prefetch_deep(decode) : decode == DecodePrefetch::Deep;
+  t.one_row_ahead = deep ? kTile16RowsPrefetchBytes : kQ8 ? 0 : kTile16PrefetchBytes;
   t.one_row_into_l1 = !deep;
   t.one_row_burst = decode == DecodePrefetch::Burst;
 }
