@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -106,13 +107,16 @@ UnpackedRow thread_scratch(int64_t n_in) {
   return u;
 }
 
-// The calling thread's scratch for the blocked float products of M rows (matmul_internal.h).
-FloatBlockScratch thread_float_blocks(int M) {
-  thread_local std::vector<float> acc, x;
+// The calling thread's scratch for the blocked float products of the M rows x (M, n_in)
+// (matmul_internal.h), with x copied into it.
+FloatBlockScratch thread_float_blocks(int M, const float* x, int64_t n_in) {
+  thread_local std::vector<float> acc, x_copy;
   FloatBlockScratch f;
   f.acc = sized(acc, M * kFloatBlockAccStride);
-  float* x0 = sized(x, M * kFloatBlockXStride + 16);  // + 16: room to align to 64 bytes
+  f.x_stride = float_block_x_stride(n_in);
+  float* x0 = sized(x_copy, M * f.x_stride + 16);  // + 16: room to align to 64 bytes
   f.x = x0 + ((64 - reinterpret_cast<uintptr_t>(x0) % 64) % 64) / sizeof(float);
+  for (int r = 0; r < M; ++r) std::memcpy(f.x + r * f.x_stride, x + r * n_in, static_cast<size_t>(n_in) * sizeof(float));
   return f;
 }
 
@@ -278,8 +282,8 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     job.o_end = o_end;
     if (!is_float_weight(job.w->type)) {
       job.scratch = thread_scratch(job.w->n_in);
-    } else if (active_isa() != Isa::Scalar && M >= float_blocked_min_rows(active_isa())) {
-      job.float_blocks = thread_float_blocks(M);
+    } else if (active_isa() != Isa::Scalar && M >= float_blocked_min_rows(active_isa()) && job.w->n_in % 16 == 0) {
+      job.float_blocks = thread_float_blocks(M, job.x, job.w->n_in);
     }
     range_fn(job);
   };

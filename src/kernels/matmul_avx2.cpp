@@ -174,10 +174,11 @@ void float_range_w(const RangeJob& job) {
 // float_tile's operations for values [i0, i1) (i0 a multiple of 16) of the tile's rows, the
 // accumulators starting at zero (i0 = 0) or where the previous block left them in acc (8 floats
 // per output, kFloatBlockAccStride floats per row), stored back there or summed into y at the
-// row's end (i1 = n_in). x: the tile's first row of the scratch copy, value i0 first. The R x
+// row's end (i1 = n_in). x: the tile's first row of the scratch copy (x_stride floats per row),
+// value i0 first. The R x
 // vectors are loaded first: 4 x 3 tiles, 12 sums + 3 + 1 weight in the 16 registers.
 template <DType T, int W, int R, bool kPrefetch = false>
-void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, int64_t i0, int64_t i1, int64_t n_in,
+void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, int64_t x_stride, int64_t i0, int64_t i1, int64_t n_in,
                       float* acc_rows, float* y, int64_t n_out, const uint8_t* const* next = nullptr,
                       int64_t next_at = 0) {
   constexpr int64_t wb = weight_bytes<T>();
@@ -197,7 +198,7 @@ void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, 
     for (int half = 0; half < 2; ++half) {
       __m256 xv[R];
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) xv[r] = _mm256_load_ps(x + r * kFloatBlockXStride + i + 8 * half);
+      for (int r = 0; r < R; ++r) xv[r] = _mm256_load_ps(x + r * x_stride + i + 8 * half);
 #pragma GCC unroll 8
       for (int k = 0; k < W; ++k) {
         const __m256 wv = load_w<T>(rows[k] + chunk + 8 * half * wb);
@@ -225,14 +226,13 @@ void float_range_blocked(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const int64_t step = float_chunk_step(w), n_in = w.n_in, n_out = w.n_out;
   constexpr int W = 4, R = 3;
+  const int64_t xs = job.float_blocks.x_stride;
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kFloatBlockWeights) {
     const int64_t o1 = o0 + kFloatBlockWeights < job.o_end ? o0 + kFloatBlockWeights : job.o_end;
     for (int64_t i0 = 0; i0 < n_in; i0 += kFloatBlockValues) {
       const int64_t i1 = i0 + kFloatBlockValues < n_in ? i0 + kFloatBlockValues : n_in;
-      for (int r = 0; r < job.M; ++r)
-        std::memcpy(job.float_blocks.x + r * kFloatBlockXStride, job.x + r * n_in + i0, (i1 - i0) * sizeof(float));
       for (int r0 = 0; r0 < job.M; r0 += R) {
-        const float* x = job.float_blocks.x + r0 * kFloatBlockXStride;
+        const float* x = job.float_blocks.x + r0 * xs + i0;
         float* acc = job.float_blocks.acc + r0 * kFloatBlockAccStride;
         float* y = job.y + r0 * n_out;
         const int n_rows = min_rows(R, job.M - r0);
@@ -242,11 +242,11 @@ void float_range_blocked(const RangeJob& job) {
           constexpr int kW = decltype(w_tag)::value;
           float* a = acc + (o - o0) * 8;
           if (next != nullptr && n_rows == R)
-            return float_block_tile<T, kW, R, true>(rows, step, x, i0, i1, n_in, a, y + o, n_out, next, next_at);
+            return float_block_tile<T, kW, R, true>(rows, step, x, xs, i0, i1, n_in, a, y + o, n_out, next, next_at);
           switch (n_rows) {
-            case 1: float_block_tile<T, kW, 1>(rows, step, x, i0, i1, n_in, a, y + o, n_out); break;
-            case 2: float_block_tile<T, kW, 2>(rows, step, x, i0, i1, n_in, a, y + o, n_out); break;
-            default: float_block_tile<T, kW, R>(rows, step, x, i0, i1, n_in, a, y + o, n_out); break;
+            case 1: float_block_tile<T, kW, 1>(rows, step, x, xs, i0, i1, n_in, a, y + o, n_out); break;
+            case 2: float_block_tile<T, kW, 2>(rows, step, x, xs, i0, i1, n_in, a, y + o, n_out); break;
+            default: float_block_tile<T, kW, R>(rows, step, x, xs, i0, i1, n_in, a, y + o, n_out); break;
           }
         };
         const int64_t next_o = i1 < n_in ? 0 : kFloatBlockWeights;

@@ -13,7 +13,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
-#include <cstring>
 
 #include "kernels/matmul_internal.h"
 
@@ -158,9 +157,9 @@ void float_range_w(const RangeJob& job) {
 // for values [i0, i1) of the tile's rows: the accumulators start at zero (i0 = 0) or where the
 // previous block left them in acc (a row's accumulators 16 floats per output, kFloatBlockAccStride
 // floats per row), and are stored back there, or summed into y at the row's end (i1 = n_in).
-// x: the tile's first row of the scratch copy, kFloatBlockXStride floats per row, value i0 first.
+// x: the tile's first row of the scratch copy, x_stride floats per row, value i0 first.
 template <DType T, int W, int R, bool kPrefetch = false>
-void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, int64_t i0, int64_t i1, int64_t n_in,
+void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, int64_t x_stride, int64_t i0, int64_t i1, int64_t n_in,
                       float* acc_rows, float* y, int64_t n_out, const uint8_t* const* next = nullptr,
                       int64_t next_at = 0) {
   __m512 acc[W][R];
@@ -180,7 +179,7 @@ void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, 
     for (int k = 0; k < W; ++k) wv[k] = load_w<T>(rows[k] + at);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 xv = _mm512_load_ps(x + r * kFloatBlockXStride + i);
+      const __m512 xv = _mm512_load_ps(x + r * x_stride + i);
 #pragma GCC unroll 8
       for (int k = 0; k < W; ++k) acc[k][r] = _mm512_fmadd_ps(wv[k], xv, acc[k][r]);
     }
@@ -198,26 +197,26 @@ void float_block_tile(const uint8_t* const* rows, int64_t step, const float* x, 
 }
 
 template <DType T, int W>
-void float_block_tiles(int n_rows, const uint8_t* const* rows, int64_t step, const float* x, int64_t i0, int64_t i1,
+void float_block_tiles(int n_rows, const uint8_t* const* rows, int64_t step, const float* x, int64_t x_stride, int64_t i0, int64_t i1,
                        int64_t n_in, float* acc_rows, float* y, int64_t n_out, const uint8_t* const* next = nullptr,
                        int64_t next_at = 0) {
   if (next != nullptr) {
     if (n_rows >= kFloatTileRows)
-      return float_block_tile<T, W, kFloatTileRows, true>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out, next, next_at);
+      return float_block_tile<T, W, kFloatTileRows, true>(rows, step, x, x_stride, i0, i1, n_in, acc_rows, y, n_out, next, next_at);
   }
   switch (n_rows) {
-    case 1: float_block_tile<T, W, 1>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
-    case 2: float_block_tile<T, W, 2>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
-    case 3: float_block_tile<T, W, 3>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
-    case 4: float_block_tile<T, W, 4>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
-    case 5: float_block_tile<T, W, 5>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
-    default: float_block_tile<T, W, 6>(rows, step, x, i0, i1, n_in, acc_rows, y, n_out); break;
+    case 1: float_block_tile<T, W, 1>(rows, step, x, x_stride, i0, i1, n_in, acc_rows, y, n_out); break;
+    case 2: float_block_tile<T, W, 2>(rows, step, x, x_stride, i0, i1, n_in, acc_rows, y, n_out); break;
+    case 3: float_block_tile<T, W, 3>(rows, step, x, x_stride, i0, i1, n_in, acc_rows, y, n_out); break;
+    case 4: float_block_tile<T, W, 4>(rows, step, x, x_stride, i0, i1, n_in, acc_rows, y, n_out); break;
+    case 5: float_block_tile<T, W, 5>(rows, step, x, x_stride, i0, i1, n_in, acc_rows, y, n_out); break;
+    default: float_block_tile<T, W, 6>(rows, step, x, x_stride, i0, i1, n_in, acc_rows, y, n_out); break;
   }
 }
 
 // Outputs in blocks of kFloatBlockWeights, inputs in blocks of kFloatBlockValues; per (output
-// block, input block): copy the M rows' values into the scratch (M x 4 KiB: ~1.5% of the block's
-// FMAs), then 6-row tiles x 4-weight-row groups (the rest one by one) as float_tiles. Needs n_in
+// block, input block): 6-row tiles x 4-weight-row groups (the rest one by one) as float_tiles,
+// reading the rows' values from the scratch copy. Needs n_in
 // a multiple of 16 (no masked tail). Weights come from memory once per block and from L2 for the
 // other M / 6 - 1 tiles. The first 6-row pass over a block prefetches (T1) the next block's
 // weights for the same 4-row groups, one line per row and 16 values: without it that pass waited
@@ -229,15 +228,14 @@ void float_range_blocked(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const int64_t step = float_chunk_step(w), n_in = w.n_in, n_out = w.n_out;
   constexpr int W = kFloatTileWeights;
+  const int64_t xs = job.float_blocks.x_stride;
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kFloatBlockWeights) {
     const int64_t o1 = o0 + kFloatBlockWeights < job.o_end ? o0 + kFloatBlockWeights : job.o_end;
     for (int64_t i0 = 0; i0 < n_in; i0 += kFloatBlockValues) {
       const int64_t i1 = i0 + kFloatBlockValues < n_in ? i0 + kFloatBlockValues : n_in;
-      for (int r = 0; r < job.M; ++r)
-        std::memcpy(job.float_blocks.x + r * kFloatBlockXStride, job.x + r * n_in + i0, (i1 - i0) * sizeof(float));
       for (int r0 = 0; r0 < job.M; r0 += kFloatTileRows) {
         const int n_rows = min_rows(kFloatTileRows, job.M - r0);
-        const float* x = job.float_blocks.x + r0 * kFloatBlockXStride;
+        const float* x = job.float_blocks.x + r0 * xs + i0;
         float* acc = job.float_blocks.acc + r0 * kFloatBlockAccStride;
         float* y = job.y + r0 * n_out;
         // The first pass prefetches into L2 the next block's weights: the same rows' next input
@@ -251,12 +249,12 @@ void float_range_blocked(const RangeJob& job) {
           for (int k = 0; k < W; ++k) rows[k] = float_row_start(w, o + k);
           const bool pf_here = pf && o + next_o + W <= job.o_end;
           for (int k = 0; k < W; ++k) next[k] = pf_here ? float_row_start(w, o + next_o + k) : nullptr;
-          float_block_tiles<T, W>(n_rows, rows, step, x, i0, i1, n_in, acc + (o - o0) * 16, y + o, n_out,
+          float_block_tiles<T, W>(n_rows, rows, step, x, xs, i0, i1, n_in, acc + (o - o0) * 16, y + o, n_out,
                                   pf_here ? next : nullptr, next_at);
         }
         for (; o < o1; ++o) {
           const uint8_t* row = float_row_start(w, o);
-          float_block_tiles<T, 1>(n_rows, &row, step, x, i0, i1, n_in, acc + (o - o0) * 16, y + o, n_out);
+          float_block_tiles<T, 1>(n_rows, &row, step, x, xs, i0, i1, n_in, acc + (o - o0) * 16, y + o, n_out);
         }
       }
     }

@@ -300,13 +300,12 @@ struct OneRowBlock : RowBlock {
 // matmul_avx512.cpp and matmul_avx2.cpp.
 // A thread's outputs go in blocks of kFloatBlockWeights weight rows, its inputs in blocks of
 // kFloatBlockValues values; each such weight block (128 KiB of F16, in L2) is applied to all M
-// rows, whose values for the block are first copied into FloatBlockScratch::x (in L1 six rows
-// at a time: rows kFloatBlockXStride floats apart, 64-byte aligned, not a multiple of 4 KiB
-// apart). Same bits as the unblocked tiles (each (row, output) accumulator is saved to and
-// reloaded from FloatBlockScratch::acc between input blocks: exact). Measured on a Zen 5 VM
-// (docs/BENCHMARKS.md section 43), 1B-shape matrices, 2 threads: at M = 64 1.15-1.3x as fast
-// on AVX-512, 1.0-1.2x on AVX2; at M = 32 1.1-1.3x on AVX-512 and 0.9-1.1x on AVX2; at M = 17
-// F32 0.8-1.1x (there the unblocked tiles' prefetches keep up with memory better).
+// rows, which read their values from FloatBlockScratch::x (a block's six rows in L1 at a time).
+// Same bits as the unblocked tiles (each (row, output) accumulator is saved to and reloaded from
+// FloatBlockScratch::acc between input blocks: exact). Measured on a Zen 5 VM (docs/BENCHMARKS.md
+// section 43), 1B-shape matrices, 2 threads: at M = 64 1.15-1.3x as fast on AVX-512, 1.0-1.2x on
+// AVX2; at M = 32 1.1-1.3x on AVX-512 and 0.9-1.1x on AVX2; at M = 17 F32 0.8-1.1x (there the
+// unblocked tiles' prefetches keep up with memory better).
 constexpr int kFloatBlockedMinRowsAvx512 = 32;
 constexpr int kFloatBlockedMinRowsAvx2 = 64;
 inline int float_blocked_min_rows(Isa isa) {
@@ -315,10 +314,17 @@ inline int float_blocked_min_rows(Isa isa) {
 constexpr int64_t kFloatBlockWeights = 64;   // weight rows (outputs) per block
 constexpr int64_t kFloatBlockValues = 1024;  // input values per block
 constexpr int64_t kFloatBlockAccStride = kFloatBlockWeights * 16 + 16;  // floats per activation row of acc
-constexpr int64_t kFloatBlockXStride = kFloatBlockValues + 16;          // floats per activation row of x
+// floats per activation row of FloatBlockScratch::x (n_in a multiple of 16): 64-byte aligned
+// rows, whose starts are not a multiple of 4 KiB apart when n_in is a multiple of 64
+constexpr int64_t float_block_x_stride(int64_t n_in) { return n_in + 16; }
+// x is one copy of the call's rows, made by the thread before its products (matmul.cpp:
+// thread_float_blocks; M x n_in floats read, ~1 / (the thread's outputs) of its multiply-adds).
+// It had been one input block of every row, copied again for each block of outputs: 9% of a
+// 1B F16 prefill call's time on a Zen 5 VM, and the calls took 1.05-1.15x as long (BENCHMARKS 45).
 struct FloatBlockScratch {
   float* acc = nullptr;  // (M, kFloatBlockAccStride): (row, block output, lane) accumulators
-  float* x = nullptr;    // (M, kFloatBlockXStride), 64-byte aligned: one input block of every row
+  float* x = nullptr;    // (M, x_stride), 64-byte aligned: every row's n_in values
+  int64_t x_stride = 0;  // float_block_x_stride(n_in)
 };
 
 // Everything one thread needs to compute outputs [o_begin, o_end) of all M rows.
