@@ -107,17 +107,25 @@ UnpackedRow thread_scratch(int64_t n_in) {
   return u;
 }
 
-// The calling thread's scratch for the blocked float products of the M rows x (M, n_in)
-// (matmul_internal.h), with x copied into it.
-FloatBlockScratch thread_float_blocks(int M, const float* x, int64_t n_in) {
-  thread_local std::vector<float> acc, x_copy;
+// The calling thread's copy of M rows of n_in values for the blocked float products
+// (matmul_internal.h: FloatBlockScratch; acc is left null, each thread sets its own).
+FloatBlockScratch thread_float_rows(int M, int64_t n_in) {
+  thread_local std::vector<float> x_copy;
   FloatBlockScratch f;
-  f.acc = sized(acc, M * kFloatBlockAccStride);
   f.x_stride = float_block_x_stride(n_in);
   float* x0 = sized(x_copy, M * f.x_stride + 16);  // + 16: room to align to 64 bytes
   f.x = x0 + ((64 - reinterpret_cast<uintptr_t>(x0) % 64) % 64) / sizeof(float);
-  for (int r = 0; r < M; ++r) std::memcpy(f.x + r * f.x_stride, x + r * n_in, static_cast<size_t>(n_in) * sizeof(float));
   return f;
+}
+// Rows [r0, r1) of x (M, n_in) into the copy.
+void copy_float_rows(const float* x, int r0, int r1, int64_t n_in, const FloatBlockScratch& f) {
+  for (int r = r0; r < r1; ++r)
+    std::memcpy(f.x + r * f.x_stride, x + r * n_in, static_cast<size_t>(n_in) * sizeof(float));
+}
+// The calling thread's accumulators for the blocked float products of M rows.
+float* thread_float_acc(int M) {
+  thread_local std::vector<float> acc;
+  return sized(acc, M * kFloatBlockAccStride);
 }
 
 void check_weights(const WeightMatrix& w, int M) {
@@ -222,7 +230,7 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
   if (n_outputs < 1 || n_outputs > kMaxGroup || outputs == nullptr)
     throw Error("matmul_group: " + std::to_string(n_outputs) + " outputs (1 to 8)");
   const int64_t n_in = outputs[0].w->n_in;
-  bool any_quantized = false, any_copy = false;
+  bool any_quantized = false, any_float = false, any_copy = false;
   for (int i = 0; i < n_outputs; ++i) {
     const WeightMatrix& w = *outputs[i].w;
     check_weights(w, M);
@@ -230,6 +238,7 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
       throw Error("matmul_group: n_in " + std::to_string(w.n_in) + " of output " + std::to_string(i) + " differs from " +
                   std::to_string(n_in));
     any_quantized = any_quantized || !is_float_weight(w.type);
+    any_float = any_float || is_float_weight(w.type);
     any_copy = any_copy || needs_row_major_copy(w);
   }
   if (any_copy) {  // tests only: each matrix on its own
@@ -255,6 +264,12 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     for (int i = 0; i < n_outputs; ++i) amx = amx || amx_takes(outputs[i].w->type, use);
   }
   if (any_quantized) acts = thread_acts(M, n_in, amx);
+  // Float matrices at prefill-sized M read one aligned copy of the rows, made with the rows'
+  // other steps below (BENCHMARKS 45a: it had been made per block of outputs, 9% of the time).
+  const bool float_blocked =
+      any_float && active_isa() != Isa::Scalar && M >= float_blocked_min_rows(active_isa()) && n_in % 16 == 0;
+  FloatBlockScratch float_rows;
+  if (float_blocked) float_rows = thread_float_rows(M, n_in);
   void (*range_fn)(const RangeJob&) = matmul_range_scalar;
   switch (active_isa()) {
     case Isa::Avx512: range_fn = amx ? matmul_range_amx : matmul_range_avx512; break;
@@ -274,6 +289,7 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     b.verify_prefetch = verify_prefetch();
     b.y = outputs[i].y;
     if (!is_float_weight(w.type)) b.acts = acts;
+    if (is_float_weight(w.type)) b.float_blocks = float_rows;
     total_work += static_cast<int64_t>(M) * w.n_out * w.n_in;
   }
   auto run = [&](int matrix, int64_t o_begin, int64_t o_end) {
@@ -282,14 +298,15 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     job.o_end = o_end;
     if (!is_float_weight(job.w->type)) {
       job.scratch = thread_scratch(job.w->n_in);
-    } else if (active_isa() != Isa::Scalar && M >= float_blocked_min_rows(active_isa()) && job.w->n_in % 16 == 0) {
-      job.float_blocks = thread_float_blocks(M, job.x, job.w->n_in);
+    } else if (job.float_blocks.x != nullptr) {
+      job.float_blocks.acc = thread_float_acc(M);
     }
     range_fn(job);
   };
-  const auto inputs_on_caller = [&] {  // all rows' prologue and quantization, before any product
+  const auto inputs_on_caller = [&] {  // all rows' prologue, quantization and copy, before any product
     if (prologue) prologue(0, M);
     if (any_quantized) quantize_fn(x, M, n_in, acts);
+    if (float_blocked) copy_float_rows(x, 0, M, n_in, float_rows);
   };
   if (pool == nullptr || pool->task_count(total_work, kMinTaskWork) < 2) {  // not worth a hand-off
     inputs_on_caller();
@@ -305,7 +322,7 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
   // quantization of a 150M layer were an estimated ~10 µs on the caller (BENCHMARKS 23b).
   // With fewer than 2 such tasks (a decode row) the caller does that work before the hand-off.
   const int64_t row_values = static_cast<int64_t>(M) * n_in;
-  const bool row_steps = any_quantized || static_cast<bool>(prologue);
+  const bool row_steps = any_quantized || float_blocked || static_cast<bool>(prologue);
   int n_rows_tasks =
       row_steps ? static_cast<int>(std::clamp<int64_t>(row_values / kMinRowTaskValues, 0, std::min(M, pool->size()))) : 0;
   if (n_rows_tasks < 2) {
@@ -321,6 +338,7 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
       const int r0 = M * task / n_rows_tasks, r1 = M * (task + 1) / n_rows_tasks;
       if (prologue) prologue(r0, r1);
       if (any_quantized) quantize_fn(x + static_cast<int64_t>(r0) * n_in, r1 - r0, n_in, acts_from_row(acts, r0));
+      if (float_blocked) copy_float_rows(x, r0, r1, n_in, float_rows);
       n_rows_done.fetch_add(1, std::memory_order_release);
       return;
     }

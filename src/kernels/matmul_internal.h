@@ -317,10 +317,11 @@ constexpr int64_t kFloatBlockAccStride = kFloatBlockWeights * 16 + 16;  // float
 // floats per activation row of FloatBlockScratch::x (n_in a multiple of 16): 64-byte aligned
 // rows, whose starts are not a multiple of 4 KiB apart when n_in is a multiple of 64
 constexpr int64_t float_block_x_stride(int64_t n_in) { return n_in + 16; }
-// x is one copy of the call's rows, made by the thread before its products (matmul.cpp:
-// thread_float_blocks; M x n_in floats read, ~1 / (the thread's outputs) of its multiply-adds).
-// It had been one input block of every row, copied again for each block of outputs: 9% of a
-// 1B F16 prefill call's time on a Zen 5 VM, and the calls took 1.05-1.15x as long (BENCHMARKS 45).
+// x is one copy of the call's rows, shared by its threads, made with the rows' other steps
+// before any product (matmul.cpp: matmul_group; M x n_in floats). It had been one input block
+// of every row, copied again by each thread for each block of outputs: 9% of a 1B F16 prefill
+// call's time on a Zen 5 VM, and the calls took 1.05-1.15x as long (BENCHMARKS 45). acc is
+// the thread's own.
 struct FloatBlockScratch {
   float* acc = nullptr;  // (M, kFloatBlockAccStride): (row, block output, lane) accumulators
   float* x = nullptr;    // (M, x_stride), 64-byte aligned: every row's n_in values
