@@ -313,8 +313,8 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     for (int i = 0; i < n_outputs; ++i) run(i, 0, outputs[i].w->n_out);
     return;
   }
-  // The input rows are computed (prologue) and quantized by the call's first n_rows_tasks
-  // tasks (rows split evenly; each row's values and bytes depend on that row only). Every
+  // The input rows are computed (prologue) and quantized (or copied, float_blocked) by the
+  // call's first n_rows_tasks tasks (rows split evenly; each row's values and bytes depend on that row only). Every
   // matmul task waits for all of them (spinning): tasks are claimed in order, so a thread that
   // holds a matmul task only waits for row tasks that other threads are already running. At
   // M = 25, n_in = 8,192 the quantization alone is ~100 µs, which on the caller alone left the
