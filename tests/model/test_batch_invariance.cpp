@@ -150,6 +150,34 @@ TEST_P(BatchInvariance, ChunkedAndMixedSequencesEqualSingleTokenDecoding) {
   }
 }
 
+// One prefill batch of 70 rows (the blocked float products from 32 rows on AVX-512, 64 on AVX2,
+// with the rows' shared copy made by the pool's row tasks) equals single-token decoding.
+TEST_P(BatchInvariance, OnePrefillOfManyRowsEqualsSingleTokenDecoding) {
+  for (Isa isa : supported_isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    const Isa previous = set_active_isa(isa);
+    const int n_tokens = 70;
+    const std::vector<Token> seq = random_tokens(n_tokens);
+    KvCache ref_cache = reference_->new_cache();
+    const std::vector<float> ref = decode_one_at_a_time(*reference_, seq, &ref_cache);
+    KvCache cache = model_->new_cache();
+    KvCache* caches[] = {&cache};
+    Batch batch;
+    for (int pos = 0; pos < n_tokens; ++pos) batch.add(seq[static_cast<size_t>(pos)], pos, pos - 1, 0, true);
+    Logits logits;
+    model_->forward(batch, caches, logits);
+    ASSERT_EQ(logits.n_rows(), n_tokens);
+    for (int r = 0; r < n_tokens; ++r) {
+      const int pos = batch.positions[static_cast<size_t>(logits.batch_row[static_cast<size_t>(r)])];
+      EXPECT_EQ(first_difference(logits.row(r), ref.data() + static_cast<size_t>(pos) * n_vocab(),
+                                 static_cast<size_t>(n_vocab())), -1)
+          << "pos " << pos << " of a " << n_tokens << "-row prefill";
+    }
+    for (int pos = 0; pos < n_tokens; ++pos) expect_same_kv(ref_cache, pos, cache, pos, "pos " + std::to_string(pos));
+    set_active_isa(previous);
+  }
+}
+
 // Random token trees after a committed prefix: every node's logits and K/V equal decoding its
 // root-to-node path as a chain.
 TEST_P(BatchInvariance, TreeNodesEqualTheirPathDecodedAsChain) {
