@@ -281,6 +281,7 @@ struct RowBlock {
   float da(int r, int64_t b) const { return acts->scales32[(r0 + r) * stride32() + b]; }
   int32_t neg128_sum32(int r, int64_t b) const { return acts->neg128_sums32[(r0 + r) * stride32() + b]; }
   int32_t neg32_sum16(int r, int64_t g) const { return acts->neg32_sums16[(r0 + r) * acts->group_stride + g]; }
+  const int32_t* neg32_sum16_ptr(int r, int64_t g) const { return acts->neg32_sums16 + (r0 + r) * acts->group_stride + g; }
   float sum32(int r, int64_t b) const { return acts->sums32[(r0 + r) * stride32() + b]; }
 };
 // A RowBlock of one row known at compile time (decode): a tile body templated on its row
