@@ -60,6 +60,11 @@ void put_curves(std::string& out, const BenchReport& r) {
   }
 }
 
+// A 1-row forward's time were its weights read at the probe's bandwidth (0: no probe).
+double decode_seconds_at_probe(const BenchReport& r) {
+  return r.bandwidth_gbs > 0 ? static_cast<double>(r.weight_bytes) / (r.bandwidth_gbs * 1e9) : 0.0;
+}
+
 // The compute roofline: the measured peak, a row's multiply-adds at that peak, and what that
 // bounds (the c(M) floor, the prefill ceiling), with how close the measured rows come.
 void put_compute_roofline(std::string& out, const BenchReport& r) {
@@ -75,6 +80,15 @@ void put_compute_roofline(std::string& out, const BenchReport& r) {
       r.int8_macs_per_row / 1e6, r.f32_macs_per_row / 1e6, r.row_floor_seconds * 1e3, floor_ratio);
   put(out, "  roofline (the products alone, at peak): c(M) >= max(1, %.3f M); prefill <= %.0f tok/s = %.1fx decode\n",
       floor_ratio, 1.0 / r.row_floor_seconds, 1.0 / floor_ratio);
+  // The same bounds for a decode that read its weights at the probe's full bandwidth: what any
+  // kernel on this machine could reach for c(M) and prefill / decode together with a decode
+  // bandwidth target (a faster decode raises c(M) and lowers prefill / decode at equal products).
+  const double probe_decode_seconds = decode_seconds_at_probe(r);
+  if (probe_decode_seconds > 0) {
+    const double probe_floor_ratio = r.row_floor_seconds / probe_decode_seconds;
+    put(out, "  with a decode at the probe's bandwidth (%.3f ms): c(M) >= max(1, %.3f M); prefill <= %.1fx decode\n",
+        probe_decode_seconds * 1e3, probe_floor_ratio, 1.0 / probe_floor_ratio);
+  }
   // Share of the peak: the products of the rows at peak over the measured time (weight streaming,
   // unpacking, scaling, attention and the rest fill the remainder).
   const std::vector<double>& t = r.short_curve.seconds;
@@ -315,6 +329,8 @@ std::string bench_report_json(const BenchReport& r) {
                              {"int8_macs_per_row", r.int8_macs_per_row},
                              {"f32_macs_per_row", r.f32_macs_per_row},
                              {"row_floor_seconds", r.row_floor_seconds}};
+  if (r.row_floor_seconds > 0 && decode_seconds_at_probe(r) > 0)
+    j["compute_roofline"]["decode_seconds_at_probe"] = decode_seconds_at_probe(r);
   j["prefill"] = {{"chunk", r.prefill_chunk}, {"tokens_per_second", r.prefill_tps},
                   {"over_decode", r.prefill_over_decode}, {"fill_tokens_per_second", r.fill_tps}};
   j["cost_curve"] = {{"short", curve_json(r.short_curve)}};

@@ -403,6 +403,30 @@ TEST(BenchReportText, ComputeShareAbove100PercentIsFlagged) {
   EXPECT_NE(text.find("AMX on: prefill-sized products run on AMX tiles"), std::string::npos) << text;
 }
 
+// The roofline for a decode at the probe's bandwidth: 1 GB of weights at 50 GB/s is a 20 ms
+// decode, against which 2.5 ms of products per row bound c(M) >= 0.125 M and prefill <= 8x;
+// without a probe the line is left out.
+TEST(BenchReportText, RooflineAtTheProbesBandwidth) {
+  BenchReport r;
+  r.compute_peak = {400.0, 100.0, "vpdpbusd zmm", "vfmadd231ps zmm"};
+  r.int8_macs_per_row = 1e9;
+  r.row_floor_seconds = 1e9 / 400e9;  // 2.5 ms
+  r.decode_seconds = 0.025;           // 40 GB/s
+  r.weight_bytes = 1000000000;
+  r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};
+  r.short_curve.cost = r.short_curve.min_cost = {1.0, 1.2};
+  std::string text = bench_report_text(r);
+  EXPECT_EQ(text.find("at the probe's bandwidth"), std::string::npos) << text;
+  EXPECT_FALSE(nlohmann::json::parse(bench_report_json(r))["compute_roofline"].contains("decode_seconds_at_probe"));
+  r.bandwidth_gbs = 50.0;
+  text = bench_report_text(r);
+  EXPECT_NE(text.find("roofline (the products alone, at peak): c(M) >= max(1, 0.100 M); prefill <= 400 tok/s = 10.0x decode"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("with a decode at the probe's bandwidth (20.000 ms): c(M) >= max(1, 0.125 M); prefill <= 8.0x decode"),
+            std::string::npos) << text;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(bench_report_json(r))["compute_roofline"]["decode_seconds_at_probe"].get<double>(), 0.02);
+}
+
 // Calls that the thread pool's stall back-off ran on one thread make a warning (the figures
 // are partly single-threaded); without any, nothing.
 TEST(BenchReportText, ThreadPoolBackOffIsFlagged) {
