@@ -33,8 +33,9 @@ bool amx_detected();
 //   KQuants: Q4_K and Q5_K matrices, the default where amx_detected(). A 1B Q4_K_M prefill of
 //            64-row chunks ran 1.09-1.37x as fast so on the 2-core Emerald Rapids VM of
 //            docs/BENCHMARKS.md section 36 (and 1.1-1.3x on the 16-core Sapphire Rapids of 20b).
-//   All:     also Q8_0 and Q6_K (SPECDEC_AMX=1). A 1B Q8_0 prefill ran 0.68-0.97x as fast on
-//            AMX on that VM, and Q6_K's tiles were slower at every M in section 20.
+//   All:     also Q8_0 and Q6_K read in place (SPECDEC_AMX=1; repacked Q6_K, Q6KTiles16, stays
+//            on the VNNI tiles). A 1B Q8_0 prefill ran 0.68-0.97x as fast on AMX on that VM,
+//            and Q6_K's tiles were slower at every M in section 20.
 // SPECDEC_AMX=0 gives Off, SPECDEC_AMX=1 All (where amx_detected()); otherwise the default.
 enum class AmxUse { Off = 0, KQuants = 1, All = 2 };
 AmxUse amx_use();

@@ -50,10 +50,11 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 //  - Blocks32PairTiles8: the same for the legacy types Q4_0, Q4_1, Q5_0, Q5_1 (n_in a multiple
 //    of 64): pairs of blocks per 8-row tile, the nibbles transposed, d, m and qh per row in
 //    2-byte units.
-//  - Q8_0Tiles16, Chunks16Tiles16, Blocks32PairTiles16 (the AVX-512 path's): 16-row tiles, two
-//    8-row tiles of the Tiles8 form (Blocks32PairTiles16: of the legacy types' pair layout)
-//    interleaved so that each 16-row vector is one 64-byte load and a tile one sequential
-//    stream of bytes (decode 15-19% faster than reading two 8-row tiles side by side).
+//  - Q8_0Tiles16, Chunks16Tiles16, Blocks32PairTiles16, Q6KTiles16 (the AVX-512 path's): 16-row
+//    tiles, two 8-row tiles of the Tiles8 form (Blocks32PairTiles16: of the legacy types' pair
+//    layout; Q6KTiles16: of Q6KTiles8) interleaved so that each 16-row vector is one 64-byte
+//    load and a tile one sequential stream of bytes (decode 15-19% faster than reading two
+//    8-row tiles side by side).
 //  - FloatRows8 (F32, F16, BF16 with n_in a multiple of 16; both SIMD paths): rows in groups
 //    of 8, each group's rows interleaved by chunks of 16 values, so that a decode reads a
 //    group as one sequential stream instead of 8 (layout in src/kernels/matmul_internal.h).
@@ -70,6 +71,7 @@ enum class WeightLayout {
   FloatRows8 = 6,
   Blocks32PairTiles8 = 7,
   Q6KTiles8 = 8,
+  Q6KTiles16 = 9,
 };
 
 struct WeightMatrix {
@@ -83,7 +85,7 @@ struct WeightMatrix {
 
 // ---- repacked weights (src/kernels/repack.cpp)
 // Bytes of w's repacked copy for the active ISA, or 0 when w keeps its file layout there (today
-// Q8_0 and the K-quants Q2_K to Q6_K on the AVX2 (Tiles8; Q6_K: Q6KTiles8) and AVX-512 (Tiles16) paths have one,
+// Q8_0 and the K-quants Q2_K to Q6_K on the AVX2 (Tiles8; Q6_K: Q6KTiles8) and AVX-512 (Tiles16; Q6_K: Q6KTiles16) paths have one,
 // Q4_0, Q4_1, Q5_0, Q5_1 with n_in a multiple of 64 on both, and F32, F16, BF16
 // with n_in a multiple of 16 on both (FloatRows8); the scalar path reads every type in place;
 // and 0 for a matrix that is already repacked). Tiles16 layouts round n_out up to whole 16-row

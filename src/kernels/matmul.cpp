@@ -159,8 +159,9 @@ bool needs_row_major_copy(const WeightMatrix& w) {
   switch (w.layout) {
     case WeightLayout::Q8_0Tiles16:
     case WeightLayout::Q8_0Tiles8: known = w.type == DType::Q8_0; break;
-    case WeightLayout::Chunks16Tiles16: known = k_quant; break;
-    case WeightLayout::Chunks16Tiles8: known = k_quant && w.type != DType::Q6_K; break;  // Q6_K: Q6KTiles8
+    case WeightLayout::Chunks16Tiles16:
+    case WeightLayout::Chunks16Tiles8: known = k_quant && w.type != DType::Q6_K; break;  // Q6_K: Q6KTiles16 / Q6KTiles8
+    case WeightLayout::Q6KTiles16:
     case WeightLayout::Q6KTiles8: known = w.type == DType::Q6_K && w.n_in % 256 == 0; break;
     case WeightLayout::Blocks32PairTiles16:
     case WeightLayout::Blocks32PairTiles8: known = legacy && w.n_in % 64 == 0; break;

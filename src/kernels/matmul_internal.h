@@ -147,7 +147,7 @@ bool unpack_row_scalar(DType type, const void* row, int64_t n_in, const Unpacked
 // other repacked layout is a Tiles8 one, the AVX2 path's).
 constexpr bool is_tiles16(WeightLayout layout) {
   return layout == WeightLayout::Q8_0Tiles16 || layout == WeightLayout::Chunks16Tiles16 ||
-         layout == WeightLayout::Blocks32PairTiles16;  // not Q6KTiles8: an AVX2 layout
+         layout == WeightLayout::Blocks32PairTiles16 || layout == WeightLayout::Q6KTiles16;
 }
 
 // ---- The FloatRows8 layout (WeightLayout::FloatRows8: F32, F16, BF16 with n_in a multiple of
@@ -200,7 +200,7 @@ constexpr int64_t q8_pairs(int64_t n_in) { return (n_in / 32 + 1) / 2; }
 constexpr int64_t q8_tile_bytes(int64_t n_in) { return q8_pairs(n_in) * kQ8PairBytes; }
 
 // ---- The Chunks16Tiles8 layout (Q2_K, Q3_K, Q4_K, Q5_K: super-blocks of B = 84, 110, 144, 176 bytes;
-// the AVX-512 path's Chunks16Tiles16 also takes Q6_K's 210, which the AVX2 path stores as Q6KTiles8).
+// Q6_K's 210-byte super-blocks go to Q6KTiles8 / Q6KTiles16 instead).
 // Rows in tiles of 8 (zero rows past n_out); a tile's super-blocks s in order, each
 // chunk16_block_bytes(B) bytes:
 //   chunk c < B / 16, at 128 c: 4 vectors of 32 bytes; vector k's lane L (bytes 4L..4L+3) =
@@ -230,6 +230,12 @@ constexpr int64_t chunk16_block_bytes(int64_t block_bytes) {
 //   [1664, 1680)  d (binary16) of row L at 1664 + 2 L;  [1680, 1696) zero padding.
 // Every vector is 32-byte aligned when data is. Not a permutation of the file's bytes: the
 // repack and copy_weight_row encode and decode the values (repack.cpp).
+// Q6KTiles16 (the AVX-512 path's): two such 8-row tiles interleaved by the Tiles16 rule above,
+// with granules of 32 bytes for the vectors, 8 for a group's scales and 16 for d and the
+// padding: unit s of a 16-row tile at 2 s kQ6kUnitBytes holds each of the 48 vectors as one
+// aligned 64-byte vector (lane L: row L), group g's 16 scales at 2 kQ6kScalesOffset + 16 g
+// (one sign-extending 16-byte load) and the 16 rows' d at 2 kQ6kDOffset (one 32-byte load).
+// The AVX-512 kernel reads it in matmul_repacked_q6k_avx512.cpp.
 constexpr int64_t kQ6kUnitBytes = 1696;
 constexpr int64_t kQ6kScalesOffset = 1536;
 constexpr int64_t kQ6kDOffset = 1664;
@@ -372,6 +378,11 @@ void matmul_range_repacked_legacy_avx2(const RangeJob& job);
 // matrix with the in-place AVX2 Q6_K tile's values, integer sums and float steps (the same bits).
 // job.o_begin must be a multiple of 8 (matmul's chunks are multiples of 16).
 void matmul_range_repacked_q6k_avx2(const RangeJob& job);
+
+// The repacked Q6_K kernel of the AVX-512 path (matmul_repacked_q6k_avx512.cpp): job's outputs
+// from a Q6KTiles16 matrix with the in-place AVX-512 Q6_K tile's values, integer sums and float
+// steps (the same bits). job.o_begin must be a multiple of 16 (matmul's chunks).
+void matmul_range_repacked_q6k_avx512(const RangeJob& job);
 
 // AMX tiles (matmul_tiles_amx.cpp) for the Q8_0, Q4_K, Q5_K and Q6_K matrices, in place or
 // repacked: the same bits as matmul_range_avx512 (which it calls for every other type). Needs

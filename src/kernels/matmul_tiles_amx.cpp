@@ -1,4 +1,5 @@
-// AMX kernels for Q8_0, Q4_K, Q5_K and Q6_K matrices (in place or repacked), for calls of several
+// AMX kernels for Q8_0, Q4_K, Q5_K (in place or repacked) and Q6_K (in place: a repacked Q6_K
+// matrix, Q6KTiles16, stays on the VNNI tiles) matrices, for calls of several
 // activation rows on CPUs with AMX-INT8 (Sapphire Rapids and later). Compiled with the AVX-512
 // and AMX flags; reached only through matmul_range_amx. Only raw pointers cross this file's
 // boundary.
@@ -265,7 +266,6 @@ bool amx_range(const RangeJob& job) {
   if (w.layout == WeightLayout::Chunks16Tiles16) {
     using Q4K = ChunkTile16<sizeof(quant::BlockQ4_K)>;
     using Q5K = ChunkTile16<sizeof(quant::BlockQ5_K)>;
-    using Q6K = ChunkTile16<sizeof(quant::BlockQ6_K)>;
     switch (w.type) {  // units: super-blocks of Q*K::kStride bytes
       case DType::Q4_K:
         configure_tiles(32);
@@ -274,10 +274,6 @@ bool amx_range(const RangeJob& job) {
       case DType::Q5_K:
         configure_tiles(32);
         tiles16<Q5K, false>(job, n256 * Q5K::kStride, n256, SPECDEC_TILE(amx_tile<Q45_KKind<true>>));
-        return true;
-      case DType::Q6_K:
-        configure_tiles(16);
-        tiles16<Q6K, false>(job, n256 * Q6K::kStride, n256, SPECDEC_TILE(amx_tile<Q6_KKind>));
         return true;
       default: return false;
     }

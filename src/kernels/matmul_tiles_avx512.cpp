@@ -1,7 +1,8 @@
 // AVX-512 VNNI matmul kernels for Q8_0, Q4_K, Q5_K and Q6_K that read the quantized weight
 // blocks in place (no unpacked copy), or the AVX2 path's repacked layouts (two stored 8-row
 // tiles per 16-row tile: the same vectors without the in-register transposes); the other
-// quantized types' tiles are in matmul_tiles_small_avx512.cpp. Compiled with the AVX-512 flags;
+// quantized types' tiles are in matmul_tiles_small_avx512.cpp, and repacked Q6_K (Q6KTiles16)
+// has its own kernel, matmul_repacked_q6k_avx512.cpp, with q6_k_tile's values and steps. Compiled with the AVX-512 flags;
 // reached only through matmul_range_avx512. Only raw pointers cross this file's boundary.
 //
 // Layout: a tile is 16 weight rows, one per vector lane. For each block of 32 weight values the
@@ -76,28 +77,14 @@ void q45_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   }
 }
 
-// ---- Q6_K: the layout at q6_k_blocks (matmul_tiles_avx512.h).
-// acc + the int32 at p broadcast (vpaddd with an embedded-broadcast memory operand): a group's
-// -32 * sum(a) added after its products, instead of starting the chain from a vpbroadcastd of
-// it (layer_calls/Q6_K/M:9 0.95x as long on a Zen 5 VM, BENCHMARKS 45e).
-inline __m512i add_bcast(__m512i acc, const int32_t* p) {
-  __asm__("vpaddd %[p]%{1to16%}, %[acc], %[acc]" : [acc] "+v"(acc) : [p] "m"(*p));
-  return acc;
-}
+// ---- Q6_K: the layout at q6_k_blocks, the step at q6_k_block_rows (matmul_tiles_avx512.h).
 template <typename TileT, typename RB>
 void q6_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   for (int64_t s = 0; s < n_super; ++s) {
     if constexpr (!RB::kOneRow) prefetch_next<RB::kPrefetchIntoL1>(t, s);
-    q6_k_blocks</*kReloadParts=*/!RB::kOneRow>(t, s, [&](int block, const __m512i* v, __m512 ws0, __m512 ws1) {
+    q6_k_blocks(t, s, [&](int block, const __m512i* v, __m512 ws0, __m512 ws1) {
       if constexpr (RB::kOneRow) prefetch_next_part<RB::kPrefetchIntoL1, 8>(t, s, block);
-      const int64_t b = 8 * s + block;
-      for (int r = 0; r < rb.R; ++r) {
-        const int8_t* a = rb.values(r) + 32 * b;
-        const __m512i s0 = add_bcast(group_dot(v, a, _mm512_setzero_si512()), rb.neg32_sum16_ptr(r, 2 * b));
-        const __m512i s1 = add_bcast(group_dot(v + 4, a + 16, _mm512_setzero_si512()), rb.neg32_sum16_ptr(r, 2 * b + 1));
-        const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), ws0, _mm512_mul_ps(_mm512_cvtepi32_ps(s1), ws1));
-        acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(rb.da(r, b)), acc[r]);
-      }
+      q6_k_block_rows(v, ws0, ws1, 8 * s + block, rb, acc);
     });
   }
 }
@@ -111,14 +98,16 @@ bool matmul_range_tiled_avx512(const RangeJob& job) {
     tiles16<Q8Tile16>(job, q8_tile_bytes(w.n_in), n32, SPECDEC_TILE(q8_0_tile));
     return true;
   }
+  if (w.layout == WeightLayout::Q6KTiles16) {
+    matmul_range_repacked_q6k_avx512(job);
+    return true;
+  }
   if (w.layout == WeightLayout::Chunks16Tiles16) {
     using Q4K = ChunkTile16<sizeof(quant::BlockQ4_K)>;
     using Q5K = ChunkTile16<sizeof(quant::BlockQ5_K)>;
-    using Q6K = ChunkTile16<sizeof(quant::BlockQ6_K)>;
     switch (w.type) {  // units: super-blocks of Q*K::kStride bytes
       case DType::Q4_K: tiles16<Q4K>(job, n256 * Q4K::kStride, n256, SPECDEC_TILE(q45_k_tile<false>)); return true;
       case DType::Q5_K: tiles16<Q5K>(job, n256 * Q5K::kStride, n256, SPECDEC_TILE(q45_k_tile<true>)); return true;
-      case DType::Q6_K: tiles16<Q6K>(job, n256 * Q6K::kStride, n256, SPECDEC_TILE(q6_k_tile)); return true;
       default: return matmul_range_tiled_small_avx512(job);  // Q2_K, Q3_K
     }
   }

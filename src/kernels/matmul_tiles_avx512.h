@@ -360,6 +360,31 @@ inline __m512i group_dot(const __m512i* v, const int8_t* a, __m512i init) {
   return _mm512_add_epi32(s0, s1);
 }
 
+// acc + the int32 at p broadcast (vpaddd with an embedded-broadcast memory operand): a Q6_K
+// group's -32 * sum(a) added after its products, instead of starting the chain from a
+// vpbroadcastd of it (layer_calls/Q6_K/M:9 0.95x as long on a Zen 5 VM, BENCHMARKS 45e).
+inline __m512i add_bcast(__m512i acc, const int32_t* p) {
+  __asm__("vpaddd %[p]%{1to16%}, %[acc], %[acc]" : [acc] "+v"(acc) : [p] "m"(*p));
+  return acc;
+}
+
+// The Q6_K step of block b for the rows of rb (v: the block's values u = q + 32, ws0 and ws1
+// its groups' d * scale), shared by q6_k_tile (matmul_tiles_avx512.cpp) and the Q6KTiles16
+// kernel (matmul_repacked_q6k_avx512.cpp), so the same bits:
+//   S0, S1 = sum(u * a) - 32 sum(a) per group of 16 (exact); f = fma(float(S0), ws0, float(S1) * ws1);
+//   acc = fma(f, da_b, acc).
+template <typename RB>
+[[gnu::always_inline]] inline void q6_k_block_rows(const __m512i* v, __m512 ws0, __m512 ws1, int64_t b, const RB& rb,
+                                                   __m512* acc) {
+  for (int r = 0; r < rb.R; ++r) {
+    const int8_t* a = rb.values(r) + 32 * b;
+    const __m512i s0 = add_bcast(group_dot(v, a, _mm512_setzero_si512()), rb.neg32_sum16_ptr(r, 2 * b));
+    const __m512i s1 = add_bcast(group_dot(v + 4, a + 16, _mm512_setzero_si512()), rb.neg32_sum16_ptr(r, 2 * b + 1));
+    const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), ws0, _mm512_mul_ps(_mm512_cvtepi32_ps(s1), ws1));
+    acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(rb.da(r, b)), acc[r]);
+  }
+}
+
 template <typename RB>
 void store_outputs(const __m512* acc, const RB& rb, float* y, int64_t n_out, int64_t o0, int n_valid) {
   const __mmask16 m = static_cast<__mmask16>((1u << n_valid) - 1u);
@@ -494,36 +519,24 @@ inline void q45_k_sub_blocks(const TileT& t, int64_t s, Fn&& fn) {
 // ql[64n + l] high | qh bits 4-5; l + 96: ql[64n + 32 + l] high | qh bits 6-7; minus 32.
 // fn(block, v, ws0, ws1) per block of 32 (groups 2 block, 2 block + 1): v[8] the values q + 32
 // (0..63) as u8, v[0..3] the first group's; ws0, ws1 = d * the groups' scales. The block's dot is
-// ws0 * sum((q + 32 - 32) * a over group 0) + ws1 * (the same over group 1).
-template <bool kReloadParts = false, typename TileT, typename Fn>
+// ws0 * sum((q + 32 - 32) * a over group 0) + ws1 * (the same over group 1). The file's bytes
+// (in place: the VNNI tiles without a repacked copy, and the AMX tiles); repacked Q6_K is
+// Q6KTiles16, read by matmul_repacked_q6k_avx512.cpp with the same values and scales.
+template <typename TileT, typename Fn>
 inline void q6_k_blocks(const TileT& t, int64_t s, Fn&& fn) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
   const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(quant::BlockQ6_K)));
   const __m512 d = gather_half(sb, 206, 16);  // d is the last 2 bytes of the block
   __m512i sc[4];  // sc[q] lane L: scales 4q..4q+3 of row L
   load_transposed16(sb, 192, sc);
-  // kReloadParts, with a stored layout (ChunkTile16): each part reloads its 16 vectors (one
-  // aligned load each, from L1) instead of holding ql_a, ql_c and qh (24 vectors, spilled)
-  // across the 4 parts. A 9-row call took ~0.93x as long so; 1-row calls from memory took up
-  // to 1.4x (their loads, issued later, no longer run ahead of the block loop; BENCHMARKS 31),
-  // so the tiles ask for it for multi-row blocks only.
-  constexpr bool kReload = kReloadParts && !std::is_same_v<std::decay_t<decltype(sb)>, SuperBlock<TileT>>;
   #pragma GCC unroll 2
   for (int n = 0; n < 2; ++n) {
     __m512i ql_a[8], ql_c[8], qh[8];
-    if constexpr (!kReload) {
-      load_transposed32(sb, 64 * n, ql_a);
-      load_transposed32(sb, 64 * n + 32, ql_c);
-      load_transposed32(sb, 128 + 32 * n, qh);
-    }
+    load_transposed32(sb, 64 * n, ql_a);
+    load_transposed32(sb, 64 * n + 32, ql_c);
+    load_transposed32(sb, 128 + 32 * n, qh);
     #pragma GCC unroll 4
     for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
-      if constexpr (kReload) {
-        auto u = sb;
-        __asm__("" : "+r"(u.unit));  // opaque: GCC may not reuse the last part's loads
-        load_transposed32(u, 64 * n + 32 * (part % 2), part % 2 == 0 ? ql_a : ql_c);
-        load_transposed32(u, 128 + 32 * n, qh);
-      }
       __m512i v[8];
       #pragma GCC unroll 16
       for (int k = 0; k < 8; ++k) {

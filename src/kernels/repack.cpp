@@ -37,7 +37,7 @@ WeightLayout target_layout(const WeightMatrix& w) {
       return wide ? WeightLayout::Q8_0Tiles16 : WeightLayout::Q8_0Tiles8;
     case DType::Q6_K:
       if (w.n_in % 256 != 0) return WeightLayout::RowMajor;
-      return wide ? WeightLayout::Chunks16Tiles16 : WeightLayout::Q6KTiles8;
+      return wide ? WeightLayout::Q6KTiles16 : WeightLayout::Q6KTiles8;
     case DType::Q2_K:
     case DType::Q3_K:
     case DType::Q4_K:
@@ -66,6 +66,7 @@ int64_t q8_values_offset(int64_t b, int k, int L) { return (b / 2) * kQ8PairByte
 int64_t super_block_bytes(DType type) { return static_cast<int64_t>(dtype_row_bytes(type, 256)); }
 
 bool is_q8_0(WeightLayout layout) { return layout == WeightLayout::Q8_0Tiles8 || layout == WeightLayout::Q8_0Tiles16; }
+bool is_q6k(WeightLayout layout) { return layout == WeightLayout::Q6KTiles8 || layout == WeightLayout::Q6KTiles16; }
 bool is_legacy_pairs(WeightLayout layout) {
   return layout == WeightLayout::Blocks32PairTiles8 || layout == WeightLayout::Blocks32PairTiles16;
 }
@@ -76,7 +77,7 @@ int64_t tiles_per_group(WeightLayout layout) { return is_tiles16(layout) ? 2 : 1
 // Bytes of one unit of an 8-row tile (a pair of blocks, a super-block): the layouts' step.
 int64_t unit_bytes(const WeightMatrix& w, WeightLayout layout) {
   if (is_q8_0(layout)) return kQ8PairBytes;
-  if (layout == WeightLayout::Q6KTiles8) return kQ6kUnitBytes;
+  if (is_q6k(layout)) return kQ6kUnitBytes;
   if (layout == WeightLayout::FloatRows8) return kFloatGroupRows * float_chunk_bytes(w);
   if (is_legacy_pairs(layout)) return legacy_pair_bytes(static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
   return chunk16_block_bytes(super_block_bytes(w.type));
@@ -85,7 +86,7 @@ int64_t unit_bytes(const WeightMatrix& w, WeightLayout layout) {
 // Bytes of one 8-row tile.
 int64_t tile_bytes(const WeightMatrix& w, WeightLayout layout) {
   if (is_q8_0(layout)) return q8_tile_bytes(w.n_in);
-  if (layout == WeightLayout::Q6KTiles8) return w.n_in / 256 * kQ6kUnitBytes;
+  if (is_q6k(layout)) return w.n_in / 256 * kQ6kUnitBytes;
   if (layout == WeightLayout::FloatRows8) return kFloatGroupRows * static_cast<int64_t>(w.row_bytes);
   if (is_legacy_pairs(layout)) return legacy_tile_bytes(w.n_in, static_cast<int64_t>(dtype_row_bytes(w.type, 32)));
   return w.n_in / 256 * chunk16_block_bytes(super_block_bytes(w.type));
@@ -100,6 +101,10 @@ struct Granule {
 Granule granule(const WeightMatrix& w, WeightLayout layout, int64_t x) {
   if (is_q8_0(layout)) return x < 32 ? Granule{0, 16} : Granule{32, 32};  // the d of 2 blocks, then q
   if (is_legacy_pairs(layout)) return x < 256 ? Granule{0, 32} : Granule{256, 16};  // qs, then units
+  if (is_q6k(layout)) {  // the vectors, a group's 8 scales, then d and the padding
+    if (x < kQ6kScalesOffset) return Granule{0, 32};
+    return x < kQ6kDOffset ? Granule{kQ6kScalesOffset, 8} : Granule{kQ6kDOffset, 16};
+  }
   const int64_t vectors = super_block_bytes(w.type) / 16 * 128;  // the chunks, then the tail's units
   return x < vectors ? Granule{0, 32} : Granule{vectors, 16};
 }
@@ -168,9 +173,10 @@ void for_each_piece(const WeightMatrix& w, WeightLayout layout, int L, Copy copy
   }
 }
 
-// ---- Q6KTiles8 (matmul_internal.h): the values re-encoded, so not a for_each_piece
-// permutation. A Q6_K super-block: ql[128], qh[64], scales[16], d (quant_blocks.h); its levels
-// through quant_q6k.cpp's unpack / pack.
+// ---- Q6KTiles8 and Q6KTiles16 (matmul_internal.h): the values re-encoded, so not a
+// for_each_piece permutation. A Q6_K super-block: ql[128], qh[64], scales[16], d
+// (quant_blocks.h); its levels through quant_q6k.cpp's unpack / pack. Row L's super-block is
+// encoded into (decoded from) its bytes of a Q6KTiles8 unit, which TilePlace puts in place.
 constexpr int64_t kQ6kBlockBytes = sizeof(quant::BlockQ6_K);  // 210
 
 // Byte e of lane L of vector k (< 3) of group base (= 32 j + 16 h) in a unit: bits 0-5 value
@@ -190,7 +196,16 @@ void q6k_encode(const uint8_t* block, int L, uint8_t* unit) {
             static_cast<uint8_t>(u[base + 4 * k + e] | (((u[base + 12 + e] >> (2 * k)) & 3) << 6));
   for (int g = 0; g < 16; ++g) unit[kQ6kScalesOffset + 8 * g + L] = static_cast<uint8_t>(file.scales[g]);
   std::memcpy(unit + kQ6kDOffset + 2 * L, &file.d, 2);
-  if (L == 0) std::memset(unit + kQ6kDOffset + 16, 0, kQ6kUnitBytes - kQ6kDOffset - 16);  // the padding
+}
+
+// Calls piece(unit_offset, n_bytes) for each of row L's pieces of a Q6KTiles8 unit (the
+// bytes q6k_encode writes): its lanes of the 48 vectors, its 16 scales and its d. The
+// padding stays as repack_rows' zeroed buffer has it.
+template <typename Piece>
+void for_each_q6k_piece(int L, Piece piece) {
+  for (int64_t x = 4 * L; x < kQ6kScalesOffset; x += 32) piece(x, 4);
+  for (int64_t g = 0; g < 16; ++g) piece(kQ6kScalesOffset + 8 * g + L, 1);
+  piece(kQ6kDOffset + 2 * L, 2);
 }
 
 // The inverse: row L's super-block (file bytes) from its tile unit.
@@ -251,9 +266,13 @@ WeightMatrix repack_rows(const WeightMatrix& w, int64_t o_begin, int64_t o_end, 
   for (int64_t o = o_begin; o < o_end; ++o) {
     const uint8_t* row = static_cast<const uint8_t*>(w.data) + o * static_cast<int64_t>(w.row_bytes);
     const TilePlace place = tile_place(w, layout, o);
-    if (layout == WeightLayout::Q6KTiles8) {
-      for (int64_t s = 0; s < w.n_in / 256; ++s)
-        q6k_encode(row + s * kQ6kBlockBytes, static_cast<int>(o % kRepackTileRows), out + place.at(s * kQ6kUnitBytes));
+    if (is_q6k(layout)) {
+      const int L = static_cast<int>(o % kRepackTileRows);
+      uint8_t unit[kQ6kUnitBytes];  // row L's bytes of one Q6KTiles8 unit
+      for (int64_t s = 0; s < w.n_in / 256; ++s) {
+        q6k_encode(row + s * kQ6kBlockBytes, L, unit);
+        for_each_q6k_piece(L, [&](int64_t x, size_t n) { std::memcpy(out + place.at(s * kQ6kUnitBytes + x), unit + x, n); });
+      }
       continue;
     }
     for_each_piece(w, layout, static_cast<int>(o % kRepackTileRows),
@@ -274,9 +293,13 @@ void copy_weight_row(const WeightMatrix& w, int64_t o, void* dst) {
   const uint8_t* in = static_cast<const uint8_t*>(w.data);
   const TilePlace place = tile_place(w, w.layout, o);
   uint8_t* row = static_cast<uint8_t*>(dst);
-  if (w.layout == WeightLayout::Q6KTiles8) {
-    for (int64_t s = 0; s < w.n_in / 256; ++s)
-      q6k_decode(in + place.at(s * kQ6kUnitBytes), static_cast<int>(o % kRepackTileRows), row + s * kQ6kBlockBytes);
+  if (is_q6k(w.layout)) {
+    const int L = static_cast<int>(o % kRepackTileRows);
+    uint8_t unit[kQ6kUnitBytes] = {};  // row L's bytes of one Q6KTiles8 unit
+    for (int64_t s = 0; s < w.n_in / 256; ++s) {
+      for_each_q6k_piece(L, [&](int64_t x, size_t n) { std::memcpy(unit + x, in + place.at(s * kQ6kUnitBytes + x), n); });
+      q6k_decode(unit, L, row + s * kQ6kBlockBytes);
+    }
     return;
   }
   for_each_piece(w, w.layout, static_cast<int>(o % kRepackTileRows),

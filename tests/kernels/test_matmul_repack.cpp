@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/testing.h"
+#include "kernels/matmul_internal.h"
 #include "kernels/matmul_random_weights.h"
 #include "specdec/cpu.h"
 #include "specdec/error.h"
@@ -61,7 +62,7 @@ WeightLayout expected_layout(DType type) {
   if (is_float(type)) return WeightLayout::FloatRows8;
   if (is_legacy(type)) return wide ? WeightLayout::Blocks32PairTiles16 : WeightLayout::Blocks32PairTiles8;
   if (type == DType::Q8_0) return wide ? WeightLayout::Q8_0Tiles16 : WeightLayout::Q8_0Tiles8;
-  if (type == DType::Q6_K && !wide) return WeightLayout::Q6KTiles8;
+  if (type == DType::Q6_K) return wide ? WeightLayout::Q6KTiles16 : WeightLayout::Q6KTiles8;
   return wide ? WeightLayout::Chunks16Tiles16 : WeightLayout::Chunks16Tiles8;
 }
 
@@ -224,6 +225,14 @@ TEST(Repack, OnlyTypesAndIsasWithALayoutAndWholeTiles) {
     EXPECT_THROW(repack_rows(w51, 0, 16, dst.data()), Error);  // no layout on any ISA
     // Q6_K: 2 tiles x (13 chunks x 128 + the tail of 8 binary16 d padded to 32) on AVX2
     EXPECT_EQ(repacked_bytes(w6k), isa != Isa::Scalar ? 2u * 1696u : 0u) << isa_name(isa);
+    if (isa == Isa::Avx512) {  // Q6KTiles16: the 16 rows' d side by side, their scales by group
+      ASSERT_EQ(repack_rows(w6k, 0, 16, dst.data()).layout, WeightLayout::Q6KTiles16);
+      for (int L = 0; L < 16; ++L) {
+        const uint8_t* block = q6k.data() + L * w6k.row_bytes;  // ql[128], qh[64], scales[16], d
+        EXPECT_EQ(0, std::memcmp(dst.data() + 2 * matmul_detail::kQ6kDOffset + 2 * L, block + 208, 2)) << "d of row " << L;
+        EXPECT_EQ(dst[2 * matmul_detail::kQ6kScalesOffset + 16 * 5 + L], block[192 + 5]) << "scale 5 of row " << L;
+      }
+    }
     // Q5_1, n_in = 96 (3 blocks: not whole pairs): read in place everywhere; n_in = 64 on both
     // SIMD paths: 2 tiles x 1 pair of blocks x 8 rows x 2 x 24 bytes
     EXPECT_EQ(repacked_bytes(w51), 0u) << isa_name(isa);
