@@ -60,9 +60,9 @@ inline __m512 group_scale(const uint8_t* unit, __m512 d, int g) {
 // The 16 outputs of one tile for the rows of rb, into acc[0 .. R). Every M prefetches each unit
 // as a verify's K-quant tiles do (Far: kTile16RowsPrefetchBytes ahead into L2, one burst per
 // unit), whatever DecodePrefetch says: on the Zen 4 VM of BENCHMARKS 47a a 1B Q6_K decode so
-// read 0.76-0.79 of the probe in the fast memory regime against 0.54-0.55 with Light's 4 KiB
-// into L1 spread over the blocks (0.85-0.87 against 0.73-0.84 in the slow one), and under Light
-// a 2-row forward had taken less time than the 1-row one.
+// read 0.76-0.79 of the probe in the fast memory regime against 0.54 with Light's 4 KiB into
+// L1 spread over the blocks (0.82-0.87 against 0.73-0.84 in the slow one), and under Light a
+// 2-row forward had taken less time than the 1-row one.
 template <typename RB>
 void q6k_tile16(const Q6KTile16& t, int64_t n_super, const RB& rb, __m512* acc) {
   for (int64_t s = 0; s < n_super; ++s) {
