@@ -50,10 +50,10 @@ std::string active_isa_label();
 // How a decode (a product of one activation row) prefetches the weights of repacked matrices.
 // Prefetches are hints: only speed changes, never a bit.
 //   Light: Q8_0 and float matrices none (the hardware prefetchers follow one sequential stream
-//          best there), the other quantized types 4 KiB ahead into L1. Best on the Zen 4 VMs
-//          of docs/BENCHMARKS.md sections 34-35.
-//   (Under every setting the AVX-512 path's repacked Q6_K, Q6KTiles16, prefetches as a verify
-//   does: BENCHMARKS 47a.)
+//          best there), the AVX-512 K-quant tiles (Chunks16Tiles16, Q6KTiles16) as a verify
+//          (each super-block's lines in one burst, 8 KiB ahead into L2; BENCHMARKS 47), the
+//          other quantized types 4 KiB ahead into L1. Best on the Zen 4 VMs of
+//          docs/BENCHMARKS.md sections 34-35 and 47.
 //   Deep:  as a verify's tiles prefetch: AVX-512 Tiles16 matrices 8 KiB ahead into L2, float
 //          matrices 32 KiB; the AVX2 path's repacked Q8_0 tiles their 9 KiB ahead into L2
 //          instead of L1 (its other Tiles8 tiles keep their own 1-row prefetch). Best on the

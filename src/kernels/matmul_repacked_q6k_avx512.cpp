@@ -11,14 +11,15 @@
 // one sign-extending load.
 //
 // The values, the exact integer sums per group of 16 and the float steps are those of the
-// in-place tile's q6_k_tile (matmul_tiles_avx512.cpp), whose per-block step (q6_k_block_rows in
-// matmul_tiles_avx512.h) this kernel calls, so every output is bit for bit the in-place one, for
-// every M, tile and thread.
+// in-place tile's q6_k_tile (matmul_tiles_avx512.cpp), whose per-block step (q6_k_block_rows
+// in matmul_kquant_blocks_avx512.h) this kernel calls, so every output is bit for bit the
+// in-place one, for every M, tile and thread.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 AVX-512 headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/matmul_kquant_blocks_avx512.h"
 #include "kernels/matmul_tiles_avx512.h"
 
 namespace specdec::matmul_detail {
@@ -57,20 +58,17 @@ inline __m512 group_scale(const uint8_t* unit, __m512 d, int g) {
   return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
 }
 
-// The 16 outputs of one tile for the rows of rb, into acc[0 .. R). Every M prefetches each unit
-// as a verify's K-quant tiles do (Far: kTile16RowsPrefetchBytes ahead into L2, one burst per
-// unit), whatever DecodePrefetch says: on the Zen 4 VM of BENCHMARKS 47a a 1B Q6_K decode so
-// read 0.76-0.79 of the probe in the fast memory regime against 0.54 with Light's 4 KiB into
-// L1 spread over the blocks (0.82-0.87 against 0.73-0.84 in the slow one), and under Light a
-// 2-row forward had taken less time than the 1-row one.
+// The 16 outputs of one tile for the rows of rb, into acc[0 .. R). Its prefetch is the other
+// K-quant tiles' (Tile16's fields: set_one_row_prefetch, set_rows_prefetch).
 template <typename RB>
 void q6k_tile16(const Q6KTile16& t, int64_t n_super, const RB& rb, __m512* acc) {
   for (int64_t s = 0; s < n_super; ++s) {
-    prefetch_next</*kOneRow=*/false>(t, s);  // the verify's distance and hint, also at M = 1
+    if constexpr (!RB::kOneRow) prefetch_next<RB::kPrefetchIntoL1>(t, s);
     const uint8_t* unit = t.p + s * kUnit16Bytes;
     const __m512 d = halves16(unit + 2 * kQ6kDOffset);
     #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
+      if constexpr (RB::kOneRow) prefetch_next_part<RB::kPrefetchIntoL1, 8>(t, s, j);
       __m512i v[8];
       block_values(unit, j, v);
       const __m512 ws0 = group_scale(unit, d, 2 * j), ws1 = group_scale(unit, d, 2 * j + 1);

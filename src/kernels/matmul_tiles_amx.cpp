@@ -8,8 +8,8 @@
 // each (activation row, weight row) the exact integer dot product of one block of 32 values
 // (Q6_K: one group of 16), the integer the VNNI tiles' vpdpbusd chains sum to; the AVX-512
 // float steps that follow are the VNNI tiles' own, in their order, with the scales decoded by
-// the same functions (matmul_tiles_avx512.h). So the choice between AMX and VNNI never changes a
-// bit, and it can depend on M.
+// the same functions (matmul_kquant_blocks_avx512.h). So the choice between AMX and VNNI never
+// changes a bit, and it can depend on M.
 //
 // Operands, per 16-row weight tile and block of 32 values (the tile registers' shapes):
 //   A (16 activation rows, 32 bytes): the 8-bit activations, read in place (row stride);
@@ -37,6 +37,7 @@
 #include <type_traits>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/matmul_kquant_blocks_avx512.h"
 #include "kernels/matmul_tiles_avx512.h"
 #include "kernels/quant_blocks.h"
 

@@ -30,6 +30,7 @@
 #include <cstring>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/matmul_kquant_blocks_avx512.h"
 #include "kernels/matmul_tiles_avx512.h"
 #include "kernels/quant_blocks.h"
 
@@ -60,7 +61,7 @@ void q8_0_tile(const TileT& t, int64_t n_blocks, const RB& rb, __m512* acc) {
   }
 }
 
-// ---- Q4_K, Q5_K (kFiveBit): the layouts at q45_k_sub_blocks (matmul_tiles_avx512.h).
+// ---- Q4_K, Q5_K (kFiveBit): the layouts at q45_k_sub_blocks (matmul_kquant_blocks_avx512.h).
 template <bool kFiveBit, typename TileT, typename RB>
 void q45_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   for (int64_t s = 0; s < n_super; ++s) {
@@ -77,7 +78,7 @@ void q45_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   }
 }
 
-// ---- Q6_K: the layout at q6_k_blocks, the step at q6_k_block_rows (matmul_tiles_avx512.h).
+// ---- Q6_K: the layout at q6_k_blocks, the step at q6_k_block_rows (matmul_kquant_blocks_avx512.h).
 template <typename TileT, typename RB>
 void q6_k_tile(const TileT& t, int64_t n_super, const RB& rb, __m512* acc) {
   for (int64_t s = 0; s < n_super; ++s) {

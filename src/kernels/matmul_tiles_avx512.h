@@ -1,7 +1,8 @@
 // kernels/matmul_tiles_avx512.h — what the AVX-512 tile files share (matmul_tiles_avx512.cpp:
 // Q8_0, Q4_K, Q5_K, Q6_K and the repacked layouts; matmul_tiles_small_avx512.cpp: the legacy
 // 32-value types, Q2_K and Q3_K): the 16-row Tile over the file's rows and its accessors, the
-// Tile16 over the repacked Tiles16 layouts, the VNNI dot products and the tile loops. Include
+// Tile16 over the repacked Tiles16 layouts, the VNNI dot products and the tile loops (the
+// K-quant block decoders: matmul_kquant_blocks_avx512.h). Include
 // only from translation units compiled with the AVX-512 flags: everything here has internal
 // linkage, so no copy built with wide-ISA flags can serve another file.
 //
@@ -131,20 +132,22 @@ struct Tile16 {
   int64_t step_bytes = 0;
   int64_t one_row_ahead = 0;     // bytes ahead of the block being read; 0: no prefetch
   bool one_row_into_l1 = false;  // prefetcht0, else prefetcht1
-  bool one_row_burst = false;    // a K-quant super-block's lines at once, not spread (DecodePrefetch::Burst)
+  bool one_row_burst = false;    // a K-quant super-block's lines at once, not spread (Burst; Light's K-quants)
   int64_t rows_ahead = kTile16RowsPrefetchBytes;
   bool rows_into_l1 = false;
-  static constexpr bool kKQuant = false;  // a Chunks16Tiles16 tile (ChunkTile16)
+  static constexpr bool kKQuant = false;  // a K-quant tile (ChunkTile16, Q6KTile16)
 };
 struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two blocks)
 
 // Bytes of a Tiles16 stream prefetched ahead of the block being read.
 // A decode (one activation row), by DecodePrefetch (cpu.h):
-//   Light: kTile16PrefetchBytes into L1. The hardware prefetchers alone left a 2-thread M = 1
-//     call from memory at 36-52 GB/s; prefetching the next tile spread over this one's
-//     iterations (a second stream, _MM_HINT_T2) at 38-52; this at 48-58 (BENCHMARKS 27b). 2 KiB
-//     was slower for Q4_K, 8 KiB the same. Q8_0 prefetches nothing (BENCHMARKS 34a, Zen 4: the
-//     hardware prefetchers follow its one sequential stream, at its low compute per byte, best).
+//   Light: kTile16PrefetchBytes into L1 (the legacy types). The hardware prefetchers alone left
+//     a 2-thread M = 1 call from memory at 36-52 GB/s; prefetching the next tile spread over
+//     this one's iterations (a second stream, _MM_HINT_T2) at 38-52; this at 48-58 (BENCHMARKS
+//     27b). 2 KiB was slower for Q4_K, 8 KiB the same. The K-quant tiles had it too, spread over
+//     a super-block's blocks, until BENCHMARKS 47 found a verify's prefetch better on Zen 4
+//     (set_one_row_prefetch). Q8_0 prefetches nothing (BENCHMARKS 34a, Zen 4: the hardware
+//     prefetchers follow its one sequential stream, at its low compute per byte, best).
 //   Deep (and Q8_0 under Burst): as several rows' tiles below. On the Emerald Rapids VM of BENCHMARKS 36
 //     a 1B Q8_0 decode read 0.91-0.99 of the (plain) probe so, 0.88-0.91 at 16 KiB into L2,
 //     0.89-0.94 with Light's 4 KiB into L1 and 0.77-0.83 with Light's none; Q4_K_M 0.86-0.92
@@ -160,14 +163,20 @@ constexpr int64_t kTile16PrefetchBytes = 4096;
 // 0.88x, 2048 0.97x, 4096 1.02x, 8192 1.04-1.06x; with Far's L2 prefetch as well, 1.02-1.03x.
 constexpr int64_t kTile16NearPrefetchBytes = 768;
 
-// A decode's tile: the distance and hint above for `decode`.
+// A decode's tile: the distance and hint above for `decode`. Under Light a K-quant tile
+// (kKQuant: Chunks16Tiles16, Q6KTiles16) prefetches as a verify's does: each super-block's lines
+// in one burst at its start, kTile16RowsPrefetchBytes ahead into L2. On the Zen 4 VM of
+// BENCHMARKS 47 a 1B Q4_K_M decode so read 0.74-0.81 of the probe in the fast memory regime
+// (7 runs) against 0.66-0.72 (9 runs) with 4 KiB into L1 spread over the blocks, and 0.78-0.88
+// against 0.82-0.90 in the slow one; a Q6_K decode 0.76-0.79 against 0.54.
 template <typename TileT>
 inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
   constexpr bool kQ8 = std::is_same_v<TileT, Q8Tile16>;
-  const bool deep = kQ8 ? stream_tiles_prefetch_deep(decode) : decode == DecodePrefetch::Deep;
+  const bool as_verify = TileT::kKQuant && decode == DecodePrefetch::Light;
+  const bool deep = as_verify || (kQ8 ? stream_tiles_prefetch_deep(decode) : decode == DecodePrefetch::Deep);
   t.one_row_ahead = deep ? kTile16RowsPrefetchBytes : kQ8 ? 0 : kTile16PrefetchBytes;
   t.one_row_into_l1 = !deep;
-  t.one_row_burst = decode == DecodePrefetch::Burst;
+  t.one_row_burst = as_verify || decode == DecodePrefetch::Burst;
 }
 
 // A verify's tile (several activation rows): Far's distance into L2, or, for a K-quant tile
@@ -360,31 +369,6 @@ inline __m512i group_dot(const __m512i* v, const int8_t* a, __m512i init) {
   return _mm512_add_epi32(s0, s1);
 }
 
-// acc + the int32 at p broadcast (vpaddd with an embedded-broadcast memory operand): a Q6_K
-// group's -32 * sum(a) added after its products, instead of starting the chain from a
-// vpbroadcastd of it (layer_calls/Q6_K/M:9 0.95x as long on a Zen 5 VM, BENCHMARKS 45e).
-inline __m512i add_bcast(__m512i acc, const int32_t* p) {
-  __asm__("vpaddd %[p]%{1to16%}, %[acc], %[acc]" : [acc] "+v"(acc) : [p] "m"(*p));
-  return acc;
-}
-
-// The Q6_K step of block b for the rows of rb (v: the block's values u = q + 32, ws0 and ws1
-// its groups' d * scale), shared by q6_k_tile (matmul_tiles_avx512.cpp) and the Q6KTiles16
-// kernel (matmul_repacked_q6k_avx512.cpp), so the same bits:
-//   S0, S1 = sum(u * a) - 32 sum(a) per group of 16 (exact); f = fma(float(S0), ws0, float(S1) * ws1);
-//   acc = fma(f, da_b, acc).
-template <typename RB>
-[[gnu::always_inline]] inline void q6_k_block_rows(const __m512i* v, __m512 ws0, __m512 ws1, int64_t b, const RB& rb,
-                                                   __m512* acc) {
-  for (int r = 0; r < rb.R; ++r) {
-    const int8_t* a = rb.values(r) + 32 * b;
-    const __m512i s0 = add_bcast(group_dot(v, a, _mm512_setzero_si512()), rb.neg32_sum16_ptr(r, 2 * b));
-    const __m512i s1 = add_bcast(group_dot(v + 4, a + 16, _mm512_setzero_si512()), rb.neg32_sum16_ptr(r, 2 * b + 1));
-    const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), ws0, _mm512_mul_ps(_mm512_cvtepi32_ps(s1), ws1));
-    acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(rb.da(r, b)), acc[r]);
-  }
-}
-
 template <typename RB>
 void store_outputs(const __m512* acc, const RB& rb, float* y, int64_t n_out, int64_t o0, int n_valid) {
   const __mmask16 m = static_cast<__mmask16>((1u << n_valid) - 1u);
@@ -441,124 +425,6 @@ void in_place_tiles(const RangeJob& job, int64_t n_steps, TileFn tile_fn) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
     const Tile t = make_tile(w, o0, n_valid, step_bytes);
     row_block_tiles(job, t, n_steps, tile_fn, o0, n_valid, acc);
-  }
-}
-
-// ---- Block decoders shared by the VNNI tiles (matmul_tiles_avx512.cpp) and the AMX tiles
-// (matmul_tiles_amx.cpp), so both multiply the same integers and scale them with the same
-// float values. Each decodes one super-block of a tile (16 weight rows) and calls
-// fn(index, v, scales...) once per block of 32 values, in order, with v[k] lane L = values
-// 4k..4k+3 of row L's block.
-
-// Q4_K: super-blocks of 144 bytes: d, dmin (binary16), 12 bytes of packed 6-bit scales and
-// mins for 8 sub-blocks of 32, 128 bytes of nibbles (per 64 values: 32 low nibbles, then the
-// 32 high nibbles of the same bytes).
-// Q5_K (kFiveBit): 176 bytes: the same d, dmin and scales, then qh[32] (bit `sub` of qh[l]:
-// the fifth bit of value l of sub-block `sub`), then the 128 bytes of nibbles.
-// fn(sub, v, ws, wm) per sub-block: v[8] the values q (0..15, 0..31) as u8, ws = d * sc_sub,
-// wm = -dmin * m_sub; the block's dot is  wm * sum(a) + ws * sum(q * a)  (matmul_tiles_avx2.cpp's
-// q45_k_tile: the same bits). Q4_K's odd sub-blocks (high nibbles) come as 16 q, masked in place
-// (one op instead of a shift and a mask), with ws = (d / 16) * sc_sub: float(16 S) * ((d / 16) * sc)
-// rounds the same real number as float(S) * (d * sc) (|16 S| < 2^24 converts exactly; scaling by
-// 16 commutes with rounding), so the bits are unchanged.
-template <bool kFiveBit, typename TileT, typename Fn>
-inline void q45_k_sub_blocks(const TileT& t, int64_t s, Fn&& fn) {
-  using Block = std::conditional_t<kFiveBit, quant::BlockQ5_K, quant::BlockQ4_K>;
-  constexpr int64_t kQsOffset = kFiveBit ? 48 : 16;  // offsetof(Block, qs)
-  const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
-  const __m512i bit4 = _mm512_set1_epi8(0x10);
-  const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(Block)));
-  __m512i h[4];  // h[0]: d | dmin << 16; h[1..3]: packed scale bytes 0-3, 4-7, 8-11
-  load_transposed16(sb, 0, h);
-  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
-  const __m512 d16 = _mm512_mul_ps(d, _mm512_set1_ps(0.0625f));  // exact: a power of two
-  const __m512 neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16))));
-  const __m512i m6 = _mm512_set1_epi8(0x3F), m4 = _mm512_set1_epi8(0x0F), m45 = _mm512_set1_epi8(0x30);
-  // bytes j of sc_lo/m_lo: sub-block j < 4; of sc_hi/m_hi: sub-block 4 + j
-  const __m512i sc_lo = _mm512_and_si512(h[1], m6), m_lo = _mm512_and_si512(h[2], m6);
-  const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(h[3], m4), _mm512_and_si512(_mm512_srli_epi32(h[1], 2), m45));
-  const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), m4),
-                                       _mm512_and_si512(_mm512_srli_epi32(h[2], 2), m45));
-  __m512i qh[8];  // Q5_K: qh[k] lane L = qh bytes 4k..4k+3 of row L (values 4k..4k+3 of each sub-block)
-  if constexpr (kFiveBit) {
-    load_transposed32(sb, 16, qh);
-  }
-  #pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {  // 64 values: sub-blocks 2j (low nibbles) and 2j + 1 (high)
-    __m512i raw[8];
-    load_transposed32(sb, kQsOffset + 32 * j, raw);
-    #pragma GCC unroll 16
-    for (int half = 0; half < 2; ++half) {
-      const int sub = 2 * j + half;
-      const __m512i scb = sub < 4 ? sc_lo : sc_hi, mb = sub < 4 ? m_lo : m_hi;
-      const int shift = 8 * (sub % 4);
-      const __m512i byte_mask = _mm512_set1_epi32(0xFF);
-      // Q4_K's high nibbles stay in place (16 q): d / 16 makes the product the same bits.
-      const __m512 ws = _mm512_mul_ps(!kFiveBit && half == 1 ? d16 : d,
-                                      _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(scb, static_cast<unsigned>(shift)), byte_mask)));
-      const __m512 wm = _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(mb, static_cast<unsigned>(shift)), byte_mask)));
-      __m512i v[8];
-      #pragma GCC unroll 16
-      for (int k = 0; k < 8; ++k) {
-        if constexpr (kFiveBit) {  // bytes whose qh bit `sub` is set get 16 (bit 4 is clear)
-          v[k] = half == 0 ? _mm512_and_si512(raw[k], low4) : _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), low4);
-          const __mmask64 set = _mm512_test_epi8_mask(qh[k], _mm512_set1_epi8(static_cast<char>(1 << sub)));
-          v[k] = _mm512_mask_add_epi8(v[k], set, v[k], bit4);
-        } else {
-          v[k] = _mm512_and_si512(raw[k], half == 0 ? low4 : high4);
-        }
-      }
-      fn(sub, v, ws, wm);
-    }
-  }
-}
-
-// Q6_K: super-blocks of 210 bytes: ql[128] (low 4 bits), qh[64] (high 2 bits), 16 int8
-// scales (one per 16 values), binary16 d. Per 128 values n: value l (l < 32) is ql[64n + l] low
-// nibble | (qh[32n + l] bits 0-1) << 4; l + 32: ql[64n + 32 + l] low | qh bits 2-3; l + 64:
-// ql[64n + l] high | qh bits 4-5; l + 96: ql[64n + 32 + l] high | qh bits 6-7; minus 32.
-// fn(block, v, ws0, ws1) per block of 32 (groups 2 block, 2 block + 1): v[8] the values q + 32
-// (0..63) as u8, v[0..3] the first group's; ws0, ws1 = d * the groups' scales. The block's dot is
-// ws0 * sum((q + 32 - 32) * a over group 0) + ws1 * (the same over group 1). The file's bytes
-// (in place: the VNNI tiles without a repacked copy, and the AMX tiles); repacked Q6_K is
-// Q6KTiles16, read by matmul_repacked_q6k_avx512.cpp with the same values and scales.
-template <typename TileT, typename Fn>
-inline void q6_k_blocks(const TileT& t, int64_t s, Fn&& fn) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
-  const auto sb = super_block(t, s, static_cast<int64_t>(sizeof(quant::BlockQ6_K)));
-  const __m512 d = gather_half(sb, 206, 16);  // d is the last 2 bytes of the block
-  __m512i sc[4];  // sc[q] lane L: scales 4q..4q+3 of row L
-  load_transposed16(sb, 192, sc);
-  #pragma GCC unroll 2
-  for (int n = 0; n < 2; ++n) {
-    __m512i ql_a[8], ql_c[8], qh[8];
-    load_transposed32(sb, 64 * n, ql_a);
-    load_transposed32(sb, 64 * n + 32, ql_c);
-    load_transposed32(sb, 128 + 32 * n, qh);
-    #pragma GCC unroll 4
-    for (int part = 0; part < 4; ++part) {  // 32 values: groups 8n + 2 part, + 1
-      __m512i v[8];
-      #pragma GCC unroll 16
-      for (int k = 0; k < 8; ++k) {
-        const __m512i lo = part % 2 == 0 ? ql_a[k] : ql_c[k];
-        const __m512i nib = part < 2 ? _mm512_and_si512(lo, low4) : _mm512_and_si512(_mm512_srli_epi16(lo, 4), low4);
-        __m512i hi;
-        switch (part) {
-          case 0: hi = _mm512_slli_epi16(qh[k], 4); break;
-          case 1: hi = _mm512_slli_epi16(qh[k], 2); break;
-          case 2: hi = qh[k]; break;
-          default: hi = _mm512_srli_epi16(qh[k], 2); break;
-        }
-        v[k] = _mm512_or_si512(nib, _mm512_and_si512(hi, bits45));
-      }
-      const int g0 = 8 * n + 2 * part;  // group index within the super-block
-      // int8 scale of group g: byte g % 4 of sc[g / 4], sign-extended
-      const __m512 ws0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(
-          _mm512_slli_epi32(sc[g0 / 4], static_cast<unsigned>(24 - 8 * (g0 % 4))), 24)));
-      const __m512 ws1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(
-          _mm512_slli_epi32(sc[(g0 + 1) / 4], static_cast<unsigned>(24 - 8 * ((g0 + 1) % 4))), 24)));
-      fn(4 * n + part, v, ws0, ws1);
-    }
   }
 }
 
