@@ -2,8 +2,9 @@
 // blocks in place (no unpacked copy), or the AVX2 path's repacked layouts (two stored 8-row
 // tiles per 16-row tile: the same vectors without the in-register transposes); the other
 // quantized types' tiles are in matmul_tiles_small_avx512.cpp, and repacked Q6_K (Q6KTiles16)
-// has its own kernel, matmul_repacked_q6k_avx512.cpp, with q6_k_tile's values and steps. Compiled with the AVX-512 flags;
-// reached only through matmul_range_avx512. Only raw pointers cross this file's boundary.
+// has its own kernel, matmul_repacked_q6k_avx512.cpp, with q6_k_tile's values and steps.
+// Compiled with the AVX-512 flags; reached only through matmul_range_avx512. Only raw pointers
+// cross this file's boundary.
 //
 // Layout: a tile is 16 weight rows, one per vector lane. For each block of 32 weight values the
 // 16 rows' bytes are transposed in registers into 8 vectors v[k] whose lane L holds values
