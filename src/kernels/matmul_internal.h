@@ -385,9 +385,10 @@ void matmul_range_repacked_q6k_avx2(const RangeJob& job);
 void matmul_range_repacked_q6k_avx512(const RangeJob& job);
 
 // AMX tiles (matmul_tiles_amx.cpp) for the Q8_0, Q4_K and Q5_K matrices, in place or
-// repacked, and Q6_K in place (Q6KTiles16 stays on the VNNI tiles): the same bits as matmul_range_avx512 (which it calls for every other type). Needs
-// amx_detected(), job.acts.values readable kAmxActRowSlack rows past job.M, and the
-// block-major terms (thread_acts with amx).
+// repacked, and Q6_K in place (Q6KTiles16 stays on the VNNI tiles): the same bits as
+// matmul_range_avx512 (which it calls for every other type and layout). Needs amx_detected(),
+// job.acts.values readable kAmxActRowSlack rows past job.M, and the block-major terms
+// (thread_acts with amx).
 void matmul_range_amx(const RangeJob& job);
 // The AVX-512 path runs calls of at least this many activation rows on AMX when amx_active():
 // below, the VNNI tiles were faster for every type measured (BENCHMARKS section 20).
