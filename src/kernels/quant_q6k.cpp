@@ -16,11 +16,19 @@
 namespace specdec::quant {
 
 void q6_k_unpack_levels(const BlockQ6_K& block, uint8_t* levels) {
-  for (int i = 0; i < QK_K; ++i) {
-    const int half = i / 128, s = (i % 128) / 32, l = i % 32;
-    const int low = (block.ql[64 * half + 32 * (s % 2) + l] >> (4 * (s / 2))) & 0xF;
-    const int high = (block.qh[32 * half + l] >> (2 * s)) & 3;
-    levels[i] = static_cast<uint8_t>(low | (high << 4));
+  // Level i = 128 half + 32 s + l; the inner loop runs over l, so it vectorizes (the repack
+  // decodes every Q6_K super-block this way at load time).
+  for (int half = 0; half < 2; ++half) {
+    for (int s = 0; s < 4; ++s) {
+      const uint8_t* ql = block.ql + 64 * half + 32 * (s % 2);
+      const uint8_t* qh = block.qh + 32 * half;
+      uint8_t* out = levels + 128 * half + 32 * s;
+      for (int l = 0; l < 32; ++l) {
+        const int low = (ql[l] >> (4 * (s / 2))) & 0xF;
+        const int high = (qh[l] >> (2 * s)) & 3;
+        out[l] = static_cast<uint8_t>(low | (high << 4));
+      }
+    }
   }
 }
 
