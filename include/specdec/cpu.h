@@ -80,7 +80,7 @@ DecodePrefetch decode_prefetch();
 DecodePrefetch set_decode_prefetch(DecodePrefetch p);
 
 // How a verify (a product of several activation rows on the AVX-512 VNNI tiles) prefetches the
-// weights of repacked K-quant matrices (Chunks16Tiles16: Q2_K-Q6_K). Hints only, as above.
+// weights of repacked K-quant matrices (Chunks16Tiles16: Q2_K-Q5_K; Q6KTiles16). Hints only, as above.
 //   Far:  8 KiB ahead into L2, as the other Tiles16 matrices. On the Zen 4 VM of
 //         docs/BENCHMARKS.md section 30, prefetches 2-8 KiB ahead into L1 left a 9-row verify
 //         ~1.5x as slow as into L2 (they evicted the activations); 768 bytes was not measured

@@ -206,10 +206,10 @@ constexpr int64_t q8_tile_bytes(int64_t n_in) { return q8_pairs(n_in) * kQ8PairB
 //   chunk c < B / 16, at 128 c: 4 vectors of 32 bytes; vector k's lane L (bytes 4L..4L+3) =
 //     bytes 16c + 4k .. 16c + 4k + 3 of row L's super-block: the in-place tile's
 //     load_transposed16(16 c) result, stored;
-//   then the tail (bytes 16 (B / 16) .. B, e.g. Q6_K's binary16 d) in 2-byte units u: unit u of
+//   then the tail (bytes 16 (B / 16) .. B, e.g. Q3_K's last scales and d) in 2-byte units u: unit u of
 //     row L at 16 u + 2 L, padded to 32 bytes.
 // Every vector is 32-byte aligned when data is; 8 x B bytes per super-block, plus the tail's
-// padding (Q6_K in Chunks16Tiles16: 1,696 instead of 1,680 per 8 rows).
+// padding (Q3_K: 896 instead of 880 per 8 rows).
 constexpr int64_t chunk16_block_bytes(int64_t block_bytes) {
   return block_bytes / 16 * 128 + round_up(8 * (block_bytes % 16), 32);
 }

@@ -249,7 +249,7 @@ inline __m512 gather_half(const Q8Tile16& t, int64_t off, int /*shift*/) {
   return halves16(t.p + (b / 2) * (2 * kQ8PairBytes) + 2 * ((b % 2) * 16));
 }
 
-// A Chunks16Tiles16 matrix (Q4_K, Q5_K, Q6_K; Q2_K, Q3_K) with kBlock-byte super-blocks: units of
+// A Chunks16Tiles16 matrix (Q4_K, Q5_K; Q2_K, Q3_K) with kBlock-byte super-blocks: units of
 // 2 kStride.
 template <int64_t kBlock>
 struct ChunkTile16 : Tile16 {
