@@ -21,10 +21,15 @@ void DraftLengthController::observe_acceptance(int n_drafted, int n_accepted) {
                 "observe_acceptance: " + std::to_string(n_accepted) + " of " + std::to_string(n_drafted));
   if (n_drafted == 0) return;
   const int last = std::min(n_accepted + (n_accepted < n_drafted ? 1 : 0), static_cast<int>(tried_.size()) - 1);
-  for (int k = 1; k <= last; ++k) {
-    tried_[static_cast<size_t>(k)] = tried_[static_cast<size_t>(k)] * kAcceptDecay + 1.0;
-    accepted_[static_cast<size_t>(k)] =
-        accepted_[static_cast<size_t>(k)] * kAcceptDecay + (k <= n_accepted ? 1.0 : 0.0);
+  // Every position's evidence decays, tried or not: a position no longer reached (K shrank)
+  // drifts back to its shrinkage target, the previous position's estimate. Before, one early
+  // rejection at position 2 held alpha(2) at half of alpha(1) for good once K = 1 was chosen,
+  // since K = 1 never tried position 2 again (the demo pair drafted 1 token per step at
+  // acceptance 0.96, 0.85x plain decoding; K = 3 gave 1.2-1.7x).
+  for (size_t k = 1; k < tried_.size(); ++k) {
+    const bool reached = static_cast<int>(k) <= last;
+    tried_[k] = tried_[k] * kAcceptDecay + (reached ? 1.0 : 0.0);
+    accepted_[k] = accepted_[k] * kAcceptDecay + (reached && static_cast<int>(k) <= n_accepted ? 1.0 : 0.0);
   }
 }
 
@@ -68,42 +73,67 @@ void DraftLengthController::set_prior(double alpha_1) {
 }
 
 void DraftLengthController::refit() {
-  // Least squares t = a + b * M over measured row counts, each weighted by min(count, 20).
-  // Runs after every verify forward: O(distinct measured row counts), ascending as before.
-  double sw = 0, sm = 0, st = 0, smm = 0, smt = 0;
-  int n_distinct = 0;
-  for (const int measured : measured_) {
-    const size_t m = static_cast<size_t>(measured);
-    const double w = static_cast<double>(std::min<long>(n_obs_[m], 20));
-    const double x = static_cast<double>(m);
-    sw += w;
-    sm += w * x;
-    st += w * t_rows_[m];
-    smm += w * x * x;
-    smt += w * x * t_rows_[m];
-    ++n_distinct;
+  // Least squares t = a + b * M, each measured count weighted by min(count, 20), over the
+  // multi-row counts (M >= 2); flat through the only one, or through t(1) when none was measured.
+  // A 1-row forward runs other kernels (a decode's) than a verify's, and on a cache-resident
+  // model it cost as much as 0.6 of the slope of the rows after it: a line through M = 1 and 2
+  // put c(4) at 2.9 where 2.5 was measured (the demo pair on a Zen 4 VM). O(measured counts).
+  const auto fit_over = [&](int from, double& a, double& b) {
+    double sw = 0, sm = 0, st = 0, smm = 0, smt = 0;
+    int n_distinct = 0;
+    for (const int measured : measured_) {
+      if (measured < from) continue;
+      const size_t m = static_cast<size_t>(measured);
+      const double w = static_cast<double>(std::min<long>(n_obs_[m], 20));
+      const double x = static_cast<double>(m);
+      sw += w;
+      sm += w * x;
+      st += w * t_rows_[m];
+      smm += w * x * x;
+      smt += w * x * t_rows_[m];
+      ++n_distinct;
+    }
+    if (n_distinct == 0) return 0;
+    const double denom = sw * smm - sm * sm;
+    if (n_distinct == 1 || denom <= 0.0) {
+      a = st / sw;  // flat: the only measured count
+      b = 0.0;
+    } else {
+      b = std::max(0.0, (sw * smt - sm * st) / denom);
+      a = (st - b * sm) / sw;
+    }
+    return n_distinct;
+  };
+  fit_valid_ = fit_over(2, fit_a_, fit_b_) > 0 || fit_over(1, fit_a_, fit_b_) > 0;
+  // More rows never cost less: each measured count's estimate is capped by those of the larger
+  // counts. A stale, inflated t(2) (a preempted forward, then drafts of other lengths only)
+  // otherwise outlived the measurements around it.
+  capped_.resize(measured_.size());
+  double least = 0.0;
+  for (size_t i = measured_.size(); i-- > 0;) {
+    const double t = t_rows_[static_cast<size_t>(measured_[i])];
+    least = i + 1 == measured_.size() ? t : std::min(least, t);
+    capped_[i] = least;
   }
-  if (n_distinct == 0) {
-    fit_valid_ = false;
-    return;
-  }
-  const double denom = sw * smm - sm * sm;
-  if (n_distinct == 1 || denom <= 0.0) {
-    fit_a_ = st / sw;  // flat: the only measured count
-    fit_b_ = 0.0;
-  } else {
-    fit_b_ = std::max(0.0, (sw * smt - sm * st) / denom);
-    fit_a_ = (st - fit_b_ * sm) / sw;
-  }
-  fit_valid_ = true;
 }
 
 double DraftLengthController::row_seconds(int n_rows) const {
-  if (n_rows >= 1 && static_cast<size_t>(n_rows) < t_rows_.size() && n_obs_[static_cast<size_t>(n_rows)] > 0) {
-    return t_rows_[static_cast<size_t>(n_rows)];
+  if (n_rows < 1 || !fit_valid_) return 0.0;
+  // A measured count: its estimate, capped (refit). Between two measured counts: the straight
+  // line between them (measured curves bend, so this follows them closer than one line through
+  // all). Past the largest: from it on, at the fitted slope (0, optimistic, until two multi-row
+  // counts were measured: the first draft long enough to pay at that cost then measures the
+  // real one). Below the smallest (1 unmeasured): the line.
+  const auto above = std::upper_bound(measured_.begin(), measured_.end(), n_rows);
+  const auto capped = [&](std::vector<int>::const_iterator it) { return capped_[static_cast<size_t>(it - measured_.begin())]; };
+  if (above != measured_.begin() && *(above - 1) == n_rows) return capped(above - 1);
+  if (above == measured_.end()) return capped(above - 1) + fit_b_ * (n_rows - measured_.back());
+  if (above != measured_.begin()) {
+    const int lo = *(above - 1), hi = *above;
+    const double t_lo = capped(above - 1), t_hi = capped(above);
+    return t_lo + (t_hi - t_lo) * (n_rows - lo) / (hi - lo);
   }
-  if (!fit_valid_) return 0.0;
-  return std::max(1e-12, fit_a_ + fit_b_ * n_rows);
+  return std::max(1e-12, std::min(capped(above), fit_a_ + fit_b_ * n_rows));
 }
 
 double DraftLengthController::single_row_seconds() const { return row_seconds(1); }

@@ -11,14 +11,18 @@
 //
 // c_draft = time of one draft token / time of a 1-row target forward; verify_cost(M) = time of
 // an M-row target forward / time of a 1-row forward. Both come from measurements (moving
-// averages). For row counts never measured, verify_cost comes from a least-squares line through
-// the measured counts; with only one measured count it is taken as flat (optimistic: the first
-// draft that the acceptance evidence justifies then measures the real cost).
+// averages). For row counts never measured, verify_cost interpolates between the measured counts
+// on either side and, past the largest, follows a least-squares line through the multi-row
+// counts (M >= 2: a 1-row forward runs a decode's kernels, not a verify's); with only one
+// multi-row count measured it is taken as flat beyond it (optimistic: the first draft that the
+// acceptance evidence justifies then measures the real cost).
 //
 // Acceptance: alpha_1 starts at the prior (set_prior: pessimistic for drafters whose acceptance
 // is observed for free at plain steps, see speculative.cpp) and every later position is shrunk
-// toward the previous one. Observations decay geometrically (kAcceptDecay), so the estimates
-// follow a change of regime (a repeated passage starting or ending) within a few steps.
+// toward the previous one. Observations decay geometrically (kAcceptDecay) at every verified
+// draft, at positions it reached or not, so the estimates follow a change of regime (a repeated
+// passage starting or ending) within a few steps, and a position that K no longer reaches
+// drifts back to the previous one's estimate (and is tried again if that pays).
 #pragma once
 
 #include <vector>
@@ -53,8 +57,8 @@ class DraftLengthController {
   bool has_draft_timing() const { return has_draft_timing_; }
   int n_draft_observations() const { return n_draft_obs_; }
   static constexpr int kDraftWarmup = 3;        // the first draft timings are combined by their minimum
-  // t(n_rows) / t(1): measured EMAs where present, otherwise a least-squares line through the
-  // measured row counts (flat when only one count was measured), 1 when nothing is known.
+  // t(n_rows) / t(1): measured EMAs where present, otherwise interpolated or extrapolated as
+  // above, 1 when nothing is known.
   double verify_cost(int n_rows) const;
   // Seconds of a 1-row target forward (measured, or from the line), 0 when unknown.
   double single_row_seconds() const;
@@ -83,6 +87,7 @@ class DraftLengthController {
   std::vector<double> t_rows_;    // (max_rows + 1) EMA seconds of an n-row forward
   std::vector<long> n_obs_;       // (max_rows + 1) observations of each row count
   std::vector<int> measured_;     // (n_distinct measured row counts) ascending: refit() is O(this)
+  std::vector<double> capped_;    // (n_distinct) t of measured_[i], capped by those of larger counts
   double fit_a_ = 0.0, fit_b_ = 0.0;  // t(M) ~ fit_a_ + fit_b_ * M
   bool fit_valid_ = false;
   static constexpr double kMaxOutlier = 3.0;  // timing samples are clipped to this times the estimate

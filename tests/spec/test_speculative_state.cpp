@@ -273,103 +273,7 @@ TEST(VocabCheck, RealTokenizersFromGguf) {
   EXPECT_NO_THROW(generate(decoder, {1, 20}, s, 30));
 }
 
-// --- adaptive draft length ----------------------------------------------------------------
-
-TEST(DraftLength, ChoosesKFromAcceptanceAndCosts) {
-  DraftLengthController high;
-  for (int i = 0; i < 200; ++i) high.observe_acceptance(8, 8);
-  high.observe_verify(1, 1.0);
-  for (int m = 2; m <= 9; ++m) high.observe_verify(m, 1.0 + 0.01 * m);
-  high.observe_draft(4, 0.04);  // c_draft = 0.01
-  EXPECT_GT(high.alpha(1), 0.95);
-  EXPECT_NEAR(high.c_draft(), 0.01, 1e-9);
-  EXPECT_EQ(high.choose(0, 8), 8);
-
-  DraftLengthController low;
-  for (int i = 0; i < 200; ++i) low.observe_acceptance(4, 0);
-  low.observe_verify(1, 1.0);
-  low.observe_verify(5, 2.0);
-  low.observe_draft(4, 1.0);  // c_draft = 0.25
-  EXPECT_LT(low.alpha(1), 0.05);
-  EXPECT_EQ(low.choose(0, 8), 0);
-  EXPECT_EQ(low.choose(2, 8), 2);
-
-  // Middle: alpha = 0.8, c = 0.1, linear verify cost 1 + 0.1 (M - 1): check against brute force.
-  DraftLengthController mid;
-  for (int i = 0; i < 1000; ++i) mid.observe_acceptance(1, i % 5 != 0 ? 1 : 0);
-  for (int m = 1; m <= 12; ++m) mid.observe_verify(m, 1.0 + 0.1 * (m - 1));
-  mid.observe_draft(1, 0.1);
-  int best = 0;
-  double best_rate = 0;
-  for (int k = 0; k <= 10; ++k) {
-    const double rate = mid.expected_tokens(k) / (k * 0.1 + 1.0 + 0.1 * k);
-    if (rate > best_rate) {
-      best_rate = rate;
-      best = k;
-    }
-  }
-  EXPECT_NEAR(mid.verify_cost(5), 1.4, 1e-9);
-  EXPECT_EQ(mid.choose(0, 10), best);
-  EXPECT_GT(best, 0);
-  EXPECT_LT(best, 10);
-}
-
-TEST(DraftLength, DraftingCanPayOnlyWhenPerfectAcceptanceBeatsPlainDecoding) {
-  // Verify cost 1 + 0.45 (M - 1), like a cache-resident model.
-  DraftLengthController cheap, costly;
-  for (auto* c : {&cheap, &costly}) {
-    for (int m = 1; m <= 9; ++m) c->observe_verify(m, 1.0 + 0.45 * (m - 1));
-  }
-  cheap.observe_draft(1, 0.1);   // c_draft 0.1: K = 1 gives 2 / 1.55 > 1
-  costly.observe_draft(1, 0.6);  // c_draft 0.6: (K + 1) / (0.6 K + 1 + 0.45 K) < 1 for every K
-  EXPECT_TRUE(cheap.drafting_can_pay(8));
-  EXPECT_FALSE(costly.drafting_can_pay(8));
-  EXPECT_FALSE(cheap.drafting_can_pay(0)) << "no K allowed";
-}
-
-TEST(DraftLength, VerifyCostFromALineWhenOneRowIsUnmeasured) {
-  DraftLengthController c;
-  EXPECT_EQ(c.verify_cost(4), 1.0);  // nothing known
-  c.observe_verify(3, 3.0);
-  c.observe_verify(5, 5.0);
-  EXPECT_NEAR(c.single_row_seconds(), 1.0, 1e-9);
-  EXPECT_NEAR(c.verify_cost(5), 5.0, 1e-9);
-}
-
-TEST(DraftLength, PessimisticPriorDraftsOnlyOnEvidenceAndBacksOffFast) {
-  // Costs like stories260K's: verify_cost(M) = 0.4 + 0.6 M, a free drafter.
-  DraftLengthController c;
-  c.set_prior(0.0);
-  for (int m = 1; m <= 9; ++m) c.observe_verify(m, 0.4 + 0.6 * m);
-  c.observe_draft(4, 0.0);
-  EXPECT_EQ(c.choose(0, 8), 0) << "no evidence: no drafting";
-  int n_to_start = 0;
-  while (c.choose(0, 8) == 0 && n_to_start < 50) {
-    c.observe_acceptance(4, 4);  // repetitive text: shadows fully matched
-    ++n_to_start;
-  }
-  EXPECT_LE(n_to_start, 6) << "drafting must resume within a few matched shadows";
-  for (int i = 0; i < 30; ++i) c.observe_acceptance(8, 8);
-  const int k_high = c.choose(0, 8);
-  EXPECT_GE(k_high, 4);
-  int n_to_stop = 0;
-  while (c.choose(0, 8) > 0 && n_to_stop < 50) {
-    c.observe_acceptance(k_high, 0);  // the repetition ended
-    ++n_to_stop;
-  }
-  EXPECT_LE(n_to_stop, 6) << "drafting must stop within a few rejected drafts";
-  // With acceptance 0.2 (non-repetitive text) drafting never pays at these costs.
-  DraftLengthController low;
-  low.set_prior(0.0);
-  for (int m = 1; m <= 9; ++m) low.observe_verify(m, 0.4 + 0.6 * m);
-  for (int i = 0; i < 200; ++i) low.observe_acceptance(2, i % 5 == 0 ? 1 : 0);
-  EXPECT_EQ(low.choose(0, 8), 0);
-  // Timing outliers (a preempted forward) are clipped.
-  DraftLengthController noisy;
-  noisy.observe_verify(1, 1.0);
-  noisy.observe_verify(1, 100.0);
-  EXPECT_LE(noisy.single_row_seconds(), 2.0 + 1e-9);
-}
+// --- adaptive draft length (the controller's own tests: test_draft_length.cpp) ---------------
 
 TEST(SpeculativeAdaptive, ShadowDraftsObserveCheapDraftersOnly) {
   const auto& trio = testing::tiny_trio();
@@ -420,8 +324,10 @@ TEST(SpeculativeAdaptive, RecoversFromAPreemptedVerifyTiming) {
   // runs on a Zen 3 VM (BENCHMARKS 37d), where a 2-row forward of this tiny model measured about
   // 2 1-row ones and no draft pays): up to three attempts with a fresh decoder, and one must
   // draft (below) or measure that drafting cannot pay. Every attempt must bring the 2-row
-  // estimate back below 3. Before the fix the estimate stayed at the injected ~10 and drafting
-  // never resumed, so every attempt failed.
+  // estimate back below half the injected ~10 and to at most the estimate of the longest verify
+  // (more rows never cost less; once drafting resumes with long drafts, 2-row forwards are not
+  // timed again: this estimate then read 2.8-3.0 here). Before the fix the estimate stayed at
+  // the injected ~10 and drafting never resumed, so every attempt failed.
   bool recovered = false;
   for (int attempt = 0; attempt < 3 && !recovered; ++attempt) {
     SpecConfig config;
@@ -450,7 +356,8 @@ TEST(SpeculativeAdaptive, RecoversFromAPreemptedVerifyTiming) {
                 attempt + 1, static_cast<long long>(s.n_cost_probes), static_cast<long long>(s.n_drafting_steps),
                 static_cast<long long>(s.n_target_passes), c2, can_pay ? "can pay" : "cannot pay");
     EXPECT_GT(s.n_cost_probes, 0) << "no plain step re-timed a multi-row forward";
-    EXPECT_LT(c2, 3.0) << "the 2-row cost estimate kept the preempted timings";
+    EXPECT_LT(c2, 5.0) << "the 2-row cost estimate kept the preempted timings";
+    EXPECT_LE(c2, spec.estimated_verify_cost(config.draft_max + 1) + 1e-9) << "2 rows estimated dearer than the longest verify";
     // How much it drafts follows the gain: a tenth of the passes or more where a 2-row forward
     // costs clearly less than two 1-row ones; some drafting where the gain is marginal (a
     // Release run here: c(2) 1.93-1.95, 2-6 drafting steps of ~955); none where it cannot pay.
