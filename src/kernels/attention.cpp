@@ -151,14 +151,29 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
 
   int max_extra = 0;
   int n_shared_extra = rows.extra_begin[row_begin + 1] - rows.extra_begin[row_begin];
+  int longest = row_begin;  // the row with the most extras
   for (int r = row_begin; r < row_end; ++r) {
     const int n_extra = rows.extra_begin[r + 1] - rows.extra_begin[r];
-    max_extra = std::max(max_extra, n_extra);
+    if (n_extra > max_extra) max_extra = n_extra, longest = r;
     const int* extras = rows.extra_slots + rows.extra_begin[r];
     int common = 0;
     while (common < std::min(n_extra, n_shared_extra) && extras[common] == first_extras[common]) ++common;
     n_shared_extra = common;
   }
+  // Nested extras (each row's a prefix of the longest row's: a chain, such as a verify's K + 1
+  // rows): all of them are read as shared keys, once for all queries. A query's scores past its
+  // own visible keys are computed too, then zeroed after its softmax, so that in the weighted V
+  // sum they add exact zeros (an output starts at +0 and never holds -0, so out + 0 * v == out
+  // for finite v): the same bits as leaving them out. Row by row, the extras of a chain of M rows
+  // cost M(M-1)/2 one-key calls per head of scores and as many of sums (~1.3 µs per layer and
+  // row of the demo target's 5-row verify, a third of its row's compute).
+  const int* longest_extras = rows.extra_slots + rows.extra_begin[longest];
+  bool nested = n_shared_extra < max_extra;
+  for (int r = row_begin; r < row_end && nested; ++r) {
+    const int* extras = rows.extra_slots + rows.extra_begin[r];
+    for (int e = 0; e < rows.extra_begin[r + 1] - rows.extra_begin[r] && nested; ++e) nested = extras[e] == longest_extras[e];
+  }
+  if (nested) first_extras = longest_extras, n_shared_extra = max_extra;
   const int n_shared = n_prefix + n_shared_extra;  // keys at logical index j < n_shared are common
   auto shared_slot = [&](int j) -> size_t {
     return static_cast<size_t>(j < n_prefix ? j : first_extras[j - n_prefix]);
@@ -244,11 +259,14 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
       block_scores(row_queries, n_task_heads, 1, row_scores + n_prefix + (e - first));
     }
   }
-  // Softmax of each query over its own visible keys.
+  // Softmax of each query over its own visible keys; zero weights for the shared keys past them
+  // (nested extras only).
   for (int r = 0; r < n_tile_rows; ++r) {
     const int n_visible = n_prefix + rows.extra_begin[row_begin + r + 1] - rows.extra_begin[row_begin + r];
     for (int h = 0; h < n_task_heads; ++h) {
-      loops.normalize(scores.data() + (static_cast<size_t>(r) * n_task_heads + h) * max_visible, n_visible);
+      float* query_scores = scores.data() + (static_cast<size_t>(r) * n_task_heads + h) * max_visible;
+      loops.normalize(query_scores, n_visible);
+      if (n_visible < n_shared) std::fill(query_scores + n_visible, query_scores + n_shared, 0.0f);
     }
   }
   // Weighted sum of V in the same logical order.

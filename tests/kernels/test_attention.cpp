@@ -40,7 +40,12 @@ struct AttentionProblem {
   AttentionRows rows() const { return {n_rows(), n_prefix, extra_begin.data(), extra_slots.data()}; }
 };
 
-AttentionProblem random_problem(Rng& rng, int n_heads, int n_kv_heads, int head_dim, int n_prefix, int m) {
+// Rows as a random tree (parents drawn at random), or as a chain (row i's parent is row i - 1:
+// a verify's K + 1 rows, whose extras are nested, which attention reads as shared keys).
+enum class RowTree { Random, Chain };
+
+AttentionProblem random_problem(Rng& rng, int n_heads, int n_kv_heads, int head_dim, int n_prefix, int m,
+                                RowTree tree = RowTree::Random) {
   AttentionProblem p;
   p.shape = {n_heads, n_kv_heads, head_dim};
   p.n_prefix = n_prefix;
@@ -51,7 +56,7 @@ AttentionProblem random_problem(Rng& rng, int n_heads, int n_kv_heads, int head_
   std::vector<int> free_slots;
   for (int s = n_prefix; s < p.n_slots; ++s) free_slots.push_back(s);
   for (int i = 0; i < m; ++i) {
-    p.parent[i] = static_cast<int>(rng.below(static_cast<uint64_t>(i + 1))) - 1;
+    p.parent[i] = tree == RowTree::Chain ? i - 1 : static_cast<int>(rng.below(static_cast<uint64_t>(i + 1))) - 1;
     const size_t pick = rng.below(free_slots.size());
     p.slot[i] = free_slots[pick];
     free_slots.erase(free_slots.begin() + static_cast<std::ptrdiff_t>(pick));
@@ -136,9 +141,10 @@ TEST(Attention, RowResultIndependentOfBatchThreadsAndSlotLayout) {
   for (Isa isa : supported_isas()) {
     const Isa previous = set_active_isa(isa);
     for (const Shape& s : kShapes) {
+     for (RowTree tree : {RowTree::Random, RowTree::Chain}) {
       const int n_prefix = static_cast<int>(rng.below(30));
       const int m = 1 + static_cast<int>(rng.below(20));
-      const AttentionProblem p = random_problem(rng, s.n_heads, s.n_kv_heads, s.head_dim, n_prefix, m);
+      const AttentionProblem p = random_problem(rng, s.n_heads, s.n_kv_heads, s.head_dim, n_prefix, m, tree);
       const std::vector<float> batch = run(p, nullptr);
       EXPECT_EQ(run(p, &pool), batch) << "2 threads differ";
       const size_t q_dim = static_cast<size_t>(s.n_heads) * s.head_dim;
@@ -171,12 +177,15 @@ TEST(Attention, RowResultIndependentOfBatchThreadsAndSlotLayout) {
         EXPECT_EQ(std::memcmp(as_chain.data(), batch.data() + i * q_dim, q_dim * sizeof(float)), 0)
             << isa_name(isa) << " row " << i << " as a chain";
       }
+     }
     }
     // Small problems above run on the caller (attention's work floor); these are well above
     // it (>= 1 M multiply-adds), so the pool splits them over heads and row tiles.
     for (int m : {1, 5, 17}) {
-      const AttentionProblem big = random_problem(rng, 8, 2, 64, 600 + static_cast<int>(rng.below(100)), m);
-      EXPECT_EQ(run(big, &pool), run(big, nullptr)) << isa_name(isa) << " M = " << m << ": 2 threads differ";
+      for (RowTree tree : {RowTree::Random, RowTree::Chain}) {
+        const AttentionProblem big = random_problem(rng, 8, 2, 64, 600 + static_cast<int>(rng.below(100)), m, tree);
+        EXPECT_EQ(run(big, &pool), run(big, nullptr)) << isa_name(isa) << " M = " << m << ": 2 threads differ";
+      }
     }
     set_active_isa(previous);
   }
