@@ -163,6 +163,7 @@ class SpeculativeDecoder {
   int shadow_backoff_ = 1;        // spacing after shadows failing at their first token
   int steps_since_draft_ = 0;     // plain steps since the last verified draft
   int explore_wait_ = 8;          // plain steps before an exploring draft (kExploreMin..kExploreInterval)
+  bool exploring_ = false;        // choose_k: this step's draft explores (the estimates chose K = 0)
   int steps_since_cost_probe_ = 0;  // steps since the last cost probe (an extra discarded row)
   bool want_cost_probe_ = false;  // choose_k: this plain step should carry a cost probe row
   int drafter_seen_ = 0;          // committed tokens the drafter had seen at its last proposal

@@ -160,6 +160,11 @@ double DraftLengthController::alpha(int position) const {
   return estimate;
 }
 
+double DraftLengthController::evidence(int position) const {
+  SPECDEC_CHECK(position >= 1, "evidence: position " + std::to_string(position));
+  return static_cast<size_t>(position) < tried_.size() ? tried_[static_cast<size_t>(position)] : 0.0;
+}
+
 double DraftLengthController::expected_tokens(int k) const {
   double total = 1.0, run = 1.0;
   for (int i = 1; i <= k; ++i) {

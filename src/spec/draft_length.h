@@ -53,6 +53,9 @@ class DraftLengthController {
   // observations.
   double alpha(int position) const;
   double expected_tokens(int k) const;
+  // Decayed count of the verified drafts that reached position k (the weight of alpha(k)'s own
+  // evidence against its shrinkage target).
+  double evidence(int position) const;
   double c_draft() const;
   bool has_draft_timing() const { return has_draft_timing_; }
   int n_draft_observations() const { return n_draft_obs_; }

@@ -18,10 +18,13 @@ constexpr int kMaxTimedRows = 512;    // verify forwards larger than this are no
 constexpr int kShadowLength = 4;      // tokens per shadow draft (deeper positions follow the last)
 constexpr double kShadowCheap = 0.1;  // shadow drafts when one costs at most this many 1-row forwards
 constexpr int kMaxShadowBackoff = 8;  // at most this many plain steps between failing shadows
-// No shadows: an exploring draft after kExploreMin plain steps, the wait doubling (up to
-// kExploreInterval) while drafts keep failing at their first token.
+// No shadows: an exploring draft after kExploreMin plain steps while the acceptance evidence is
+// thin (fewer than kThinEvidence decayed observations at position 1) and drafts succeed; the
+// wait doubles (up to kExploreInterval) after a draft failing at its first token, and after
+// every exploring draft once the evidence is not thin (its estimate then decides).
 constexpr int kExploreMin = 8;
 constexpr int kExploreInterval = 48;
+constexpr double kThinEvidence = 6.0;
 // While the measured verify costs say no draft can pay, a plain step every this many steps carries
 // one extra row (discarded) to re-time a 2-row forward: one preempted verify otherwise fixed the
 // cost estimate for good (drafting stopped, so multi-row forwards were never timed again).
@@ -132,6 +135,7 @@ int SpeculativeDecoder::choose_k(int n_max_new) {
   const int k_cap = std::min(n_ctx() - n - 1, n_max_new - 1);
   want_shadow_ = false;
   want_cost_probe_ = false;
+  exploring_ = false;
   if (!drafter_ || k_cap <= 0) return 0;
   if (!config_.adaptive) return std::min(config_.draft_max, k_cap);
   if (config_.draft_max == 0) return 0;
@@ -172,6 +176,7 @@ int SpeculativeDecoder::choose_k(int n_max_new) {
     // (a fixed 48 steps of 1-token drafts), two rejections at the start of the demo pair's text
     // (acceptance 0.96 later) kept it plain for 150 of 200 tokens: 0.8-0.9x plain decoding.
     k = controller_->choose(std::max(1, config_.draft_min), config_.draft_max);
+    exploring_ = true;
   }
   if (k == 0 && shadow_mode_ && shadow_.empty()) {
     // Shadows cost about shadow_cost each: space them so they stay within shadow_budget per step,
@@ -354,7 +359,11 @@ std::vector<Token> SpeculativeDecoder::step(int n_max_new) {
     verdict = accept_sampling(draft, rows, rng_, options);
   }
   const int n_accepted = verdict.n_accepted();
-  if (draft.size() > 0) explore_wait_ = n_accepted == 0 ? std::min(kExploreInterval, 2 * explore_wait_) : kExploreMin;
+  if (draft.size() > 0) {
+    const bool thin = controller_->evidence(1) < kThinEvidence;
+    const bool back_off = n_accepted == 0 || (exploring_ && !thin);
+    explore_wait_ = back_off ? std::min(kExploreInterval, 2 * explore_wait_) : kExploreMin;
+  }
 
   // 4. Target KV: keep the last token's row and the accepted path, contiguous.
   bool prefix_chain = true;
