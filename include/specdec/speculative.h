@@ -36,8 +36,8 @@ struct SpecConfig {
   float lenience = 1.0f;      // (0, 1]; < 1 is LOSSY (Leviathan et al. A.5)
   int probe_interval = 64;    // adaptive: a plain step every N steps keeps the 1-row timing fresh
   // Adaptive only: when proposals are cheap (a proposal of up to 4 tokens measured at <= 0.1
-  // 1-row target forwards, e.g. the model-free drafters; without shadows, a 1-token draft every
-  // 48 plain steps refreshes the acceptance estimate instead), plain steps still ask the drafter for a
+  // 1-row target forwards, e.g. the model-free drafters; without shadows, an exploring draft
+  // after 8-48 plain steps refreshes the acceptance estimate instead), plain steps still ask the drafter for a
   // proposal, do not verify it, and compare it with the tokens the target then emits ("shadow"
   // drafts). This measures the acceptance rate without paying for verification, so such
   // drafters start from a pessimistic prior (no drafting until the evidence says it pays) and
