@@ -171,7 +171,8 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
   bool nested = n_shared_extra < max_extra;
   for (int r = row_begin; r < row_end && nested; ++r) {
     const int* extras = rows.extra_slots + rows.extra_begin[r];
-    for (int e = 0; e < rows.extra_begin[r + 1] - rows.extra_begin[r] && nested; ++e) nested = extras[e] == longest_extras[e];
+    const int n_extra = rows.extra_begin[r + 1] - rows.extra_begin[r];
+    for (int e = 0; e < n_extra && nested; ++e) nested = extras[e] == longest_extras[e];
   }
   if (nested) first_extras = longest_extras, n_shared_extra = max_extra;
   const int n_shared = n_prefix + n_shared_extra;  // keys at logical index j < n_shared are common

@@ -125,7 +125,9 @@ double DraftLengthController::row_seconds(int n_rows) const {
   // counts were measured: the first draft long enough to pay at that cost then measures the
   // real one). Below the smallest (1 unmeasured): the line.
   const auto above = std::upper_bound(measured_.begin(), measured_.end(), n_rows);
-  const auto capped = [&](std::vector<int>::const_iterator it) { return capped_[static_cast<size_t>(it - measured_.begin())]; };
+  const auto capped = [&](std::vector<int>::const_iterator it) {
+    return capped_[static_cast<size_t>(it - measured_.begin())];
+  };
   if (above != measured_.begin() && *(above - 1) == n_rows) return capped(above - 1);
   if (above == measured_.end()) return capped(above - 1) + fit_b_ * (n_rows - measured_.back());
   if (above != measured_.begin()) {

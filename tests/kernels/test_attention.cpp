@@ -141,43 +141,43 @@ TEST(Attention, RowResultIndependentOfBatchThreadsAndSlotLayout) {
   for (Isa isa : supported_isas()) {
     const Isa previous = set_active_isa(isa);
     for (const Shape& s : kShapes) {
-     for (RowTree tree : {RowTree::Random, RowTree::Chain}) {
-      const int n_prefix = static_cast<int>(rng.below(30));
-      const int m = 1 + static_cast<int>(rng.below(20));
-      const AttentionProblem p = random_problem(rng, s.n_heads, s.n_kv_heads, s.head_dim, n_prefix, m, tree);
-      const std::vector<float> batch = run(p, nullptr);
-      EXPECT_EQ(run(p, &pool), batch) << "2 threads differ";
-      const size_t q_dim = static_cast<size_t>(s.n_heads) * s.head_dim;
-      for (int i = 0; i < m; ++i) {
-        // The same row alone, keys where the batch had them.
-        AttentionProblem alone = p;
-        alone.parent = {-1};
-        alone.q.assign(p.q.begin() + static_cast<std::ptrdiff_t>(i * q_dim), p.q.begin() + static_cast<std::ptrdiff_t>((i + 1) * q_dim));
-        alone.extra_slots.assign(p.extra_slots.begin() + p.extra_begin[i], p.extra_slots.begin() + p.extra_begin[i + 1]);
-        alone.extra_begin = {0, static_cast<int>(alone.extra_slots.size())};
-        const std::vector<float> single = run(alone, &pool);
-        EXPECT_EQ(std::memcmp(single.data(), batch.data() + i * q_dim, q_dim * sizeof(float)), 0)
-            << isa_name(isa) << " row " << i << " alone";
-        // Its ancestors moved into the cached prefix as a chain: prefix + path, then itself.
-        AttentionProblem chain = alone;
-        const int depth = static_cast<int>(alone.extra_slots.size()) - 1;
-        chain.n_prefix = n_prefix + depth;
-        chain.n_slots = chain.n_prefix + 1;
-        chain.k.assign(static_cast<size_t>(chain.n_slots) * p.kv_stride, 0.0f);
-        chain.v.assign(chain.k.size(), 0.0f);
-        auto copy_slot = [&](int from, int to) {
-          std::memcpy(chain.k.data() + to * p.kv_stride, p.k.data() + from * p.kv_stride, p.kv_stride * sizeof(float));
-          std::memcpy(chain.v.data() + to * p.kv_stride, p.v.data() + from * p.kv_stride, p.kv_stride * sizeof(float));
-        };
-        for (int t = 0; t < n_prefix; ++t) copy_slot(t, t);
-        for (int d = 0; d <= depth; ++d) copy_slot(alone.extra_slots[d], n_prefix + d);
-        chain.extra_slots = {chain.n_prefix};
-        chain.extra_begin = {0, 1};
-        const std::vector<float> as_chain = run(chain, nullptr);
-        EXPECT_EQ(std::memcmp(as_chain.data(), batch.data() + i * q_dim, q_dim * sizeof(float)), 0)
-            << isa_name(isa) << " row " << i << " as a chain";
+      for (RowTree tree : {RowTree::Random, RowTree::Chain}) {
+        const int n_prefix = static_cast<int>(rng.below(30));
+        const int m = 1 + static_cast<int>(rng.below(20));
+        const AttentionProblem p = random_problem(rng, s.n_heads, s.n_kv_heads, s.head_dim, n_prefix, m, tree);
+        const std::vector<float> batch = run(p, nullptr);
+        EXPECT_EQ(run(p, &pool), batch) << "2 threads differ";
+        const size_t q_dim = static_cast<size_t>(s.n_heads) * s.head_dim;
+        for (int i = 0; i < m; ++i) {
+          // The same row alone, keys where the batch had them.
+          AttentionProblem alone = p;
+          alone.parent = {-1};
+          alone.q.assign(p.q.begin() + static_cast<std::ptrdiff_t>(i * q_dim), p.q.begin() + static_cast<std::ptrdiff_t>((i + 1) * q_dim));
+          alone.extra_slots.assign(p.extra_slots.begin() + p.extra_begin[i], p.extra_slots.begin() + p.extra_begin[i + 1]);
+          alone.extra_begin = {0, static_cast<int>(alone.extra_slots.size())};
+          const std::vector<float> single = run(alone, &pool);
+          EXPECT_EQ(std::memcmp(single.data(), batch.data() + i * q_dim, q_dim * sizeof(float)), 0)
+              << isa_name(isa) << " row " << i << " alone";
+          // Its ancestors moved into the cached prefix as a chain: prefix + path, then itself.
+          AttentionProblem chain = alone;
+          const int depth = static_cast<int>(alone.extra_slots.size()) - 1;
+          chain.n_prefix = n_prefix + depth;
+          chain.n_slots = chain.n_prefix + 1;
+          chain.k.assign(static_cast<size_t>(chain.n_slots) * p.kv_stride, 0.0f);
+          chain.v.assign(chain.k.size(), 0.0f);
+          auto copy_slot = [&](int from, int to) {
+            std::memcpy(chain.k.data() + to * p.kv_stride, p.k.data() + from * p.kv_stride, p.kv_stride * sizeof(float));
+            std::memcpy(chain.v.data() + to * p.kv_stride, p.v.data() + from * p.kv_stride, p.kv_stride * sizeof(float));
+          };
+          for (int t = 0; t < n_prefix; ++t) copy_slot(t, t);
+          for (int d = 0; d <= depth; ++d) copy_slot(alone.extra_slots[d], n_prefix + d);
+          chain.extra_slots = {chain.n_prefix};
+          chain.extra_begin = {0, 1};
+          const std::vector<float> as_chain = run(chain, nullptr);
+          EXPECT_EQ(std::memcmp(as_chain.data(), batch.data() + i * q_dim, q_dim * sizeof(float)), 0)
+              << isa_name(isa) << " row " << i << " as a chain";
+        }
       }
-     }
     }
     // Small problems above run on the caller (attention's work floor); these are well above
     // it (>= 1 M multiply-adds), so the pool splits them over heads and row tiles.

@@ -155,7 +155,8 @@ TEST(DraftLength, APositionNoLongerReachedDriftsBackToThePreviousOne) {
 // accept() hands inner its own last proposal (nothing of it accepted then). No drafting time.
 class FirstProposalsWrong : public testing::ClockFreeDrafter {
  public:
-  FirstProposalsWrong(Drafter& inner, int n_bad, int n_vocab) : ClockFreeDrafter(inner), inner_(inner), n_bad_(n_bad), n_vocab_(n_vocab) {}
+  FirstProposalsWrong(Drafter& inner, int n_bad, int n_vocab)
+      : ClockFreeDrafter(inner), inner_(inner), n_bad_(n_bad), n_vocab_(n_vocab) {}
   Draft propose(std::span<const Token> context, int n_max, const SamplingParams& sampling) override {
     last_ = inner_.propose(context, n_max, sampling);
     Draft out = last_;

@@ -357,7 +357,8 @@ TEST(SpeculativeAdaptive, RecoversFromAPreemptedVerifyTiming) {
                 static_cast<long long>(s.n_target_passes), c2, can_pay ? "can pay" : "cannot pay");
     EXPECT_GT(s.n_cost_probes, 0) << "no plain step re-timed a multi-row forward";
     EXPECT_LT(c2, 5.0) << "the 2-row cost estimate kept the preempted timings";
-    EXPECT_LE(c2, spec.estimated_verify_cost(config.draft_max + 1) + 1e-9) << "2 rows estimated dearer than the longest verify";
+    EXPECT_LE(c2, spec.estimated_verify_cost(config.draft_max + 1) + 1e-9)
+        << "2 rows estimated dearer than the longest verify";
     // How much it drafts follows the gain: a tenth of the passes or more where a 2-row forward
     // costs clearly less than two 1-row ones; some drafting where the gain is marginal (a
     // Release run here: c(2) 1.93-1.95, 2-6 drafting steps of ~955); none where it cannot pay.
