@@ -7,8 +7,9 @@
 // free at B = 1; as B * (K + 1) grows the forward turns compute bound and every wasted draft
 // row costs real time. We pick
 //     K* = argmax_K  B * E(K) / (t(B * (K + 1)) + B * K * t_draft)
-// with t(M) the measured forward time of M rows (moving averages per row count, a least-squares
-// line between them: spec/draft_length.h) and t_draft the measured time per draft token. K*
+// with t(M) the measured forward time of M rows (moving averages per row count, straight lines
+// between them and a least-squares slope past the largest: spec/draft_length.h) and t_draft the
+// measured time per draft token. K*
 // drops toward 0 when the marginal draft rows stop paying. Every probe_interval iterations a
 // plain (K = 0) iteration keeps t(B) measured at the current batch size. While K* = 0, no draft
 // is verified and the acceptance estimates would freeze (a request that starts repeating itself
