@@ -5,8 +5,8 @@
 // fewer tasks than threads, per part of the kv head's query heads. Within a task the queries
 // of its heads for all rows of the tile are gathered into (n_q, head_dim); each K/V row that
 // all rows of the tile see at the same logical index (the cached prefix, and the leading
-// ancestors they share) is read once for all of them, and each row's other extra slots for
-// that row's heads only. Every query computes its scores, softmax and weighted V sum over its
+// ancestors they share, or all of a chain's) is read once for all of them, and each row's other
+// extra slots for that row's heads only. Every query computes its scores, softmax and weighted V sum over its
 // visible keys in logical order (prefix 0..n_prefix-1, then its extras in the given order)
 // with the same per-query inner loops, so neither M, the tiling, the slot numbers nor the
 // thread count change a bit of the result.
@@ -82,7 +82,13 @@ void accumulate_scalar_f16(const float* weights, size_t weight_stride, int n_q, 
 namespace {
 
 using attention_detail::kKeyBlock;
-constexpr int kRowTile = 8;
+// Rows per tile: from kMinRowTile to kRowTile, whichever count of tiles finishes first on the
+// call's threads (see attention()). Each tile rereads the keys and values: at 4k cached keys of
+// the 1B shape one tile of 9 rows took ~0.9x the time of 5 + 4 on one thread, ~0.97x on two (K/V
+// in L3), and a whole 9-row forward of the 1B Q8_0 model, whose layers' K/V come from memory,
+// 0.77-0.88x (BENCHMARKS 48f).
+constexpr int kRowTile = 16;
+constexpr int kMinRowTile = 8;
 constexpr int kPrefetchAhead = 64;  // keys
 
 // Asks for the cache lines of n bytes at p (a hint: no fault, no effect on results).
@@ -314,7 +320,6 @@ void attention(const AttentionShape& shape, const AttentionRows& rows, const flo
   if (rows.n_rows == 0) return;
   const InnerLoops loops = inner_loops_for(active_isa());
   const int group = shape.n_heads / shape.n_kv_heads;
-  const int n_tiles = (rows.n_rows + kRowTile - 1) / kRowTile;
   // Few rows and kv heads (decoding): also split each group's query heads so every thread
   // has work. Any split gives the same bits: queries are independent.
   // Work floor: below 2 * kMinAttentionTaskWork multiply-adds (scores + weighted V sum over all
@@ -330,6 +335,17 @@ void attention(const AttentionShape& shape, const AttentionRows& rows, const flo
   const int64_t work = visible_keys * shape.n_heads * shape.head_dim * 2;
   const bool parallel = pool != nullptr && pool->task_count(work, kMinAttentionTaskWork) > 1;
   const int n_threads = parallel ? pool->size() : 1;
+  // Tiles: the count in [M / kRowTile, M / kMinRowTile] (rounded up) whose (tile, kv head) tasks
+  // finish first, in rows per thread: ceil(tasks / threads) * rows per tile; ties to fewer tiles.
+  // 8 kv heads on 2 threads: one tile of 9 rows (4 tasks of 9 rows each per thread, against 8 of
+  // 5); 3 kv heads on 2 threads: 2 tiles (3 tasks of 5 rows per thread, against 2 of 9).
+  int n_tiles = (rows.n_rows + kRowTile - 1) / kRowTile;
+  int64_t best_span = -1;
+  for (int t = n_tiles; t <= (rows.n_rows + kMinRowTile - 1) / kMinRowTile; ++t) {
+    const int64_t tasks = static_cast<int64_t>(t) * shape.n_kv_heads;
+    const int64_t span = (tasks + n_threads - 1) / n_threads * ((rows.n_rows + t - 1) / t);
+    if (best_span < 0 || span < best_span) best_span = span, n_tiles = t;
+  }
   int n_head_splits = 1;
   while (n_head_splits < group && n_tiles * shape.n_kv_heads * n_head_splits < n_threads) {
     do { ++n_head_splits; } while (group % n_head_splits != 0);
