@@ -324,10 +324,12 @@ TEST(SpeculativeAdaptive, RecoversFromAPreemptedVerifyTiming) {
   // runs on a Zen 3 VM (BENCHMARKS 37d), where a 2-row forward of this tiny model measured about
   // 2 1-row ones and no draft pays): up to three attempts with a fresh decoder, and one must
   // draft (below) or measure that drafting cannot pay. Every attempt must bring the 2-row
-  // estimate back below half the injected ~10 and to at most the estimate of the longest verify
-  // (more rows never cost less; once drafting resumes with long drafts, 2-row forwards are not
-  // timed again: this estimate then read 2.8-3.0 here). Before the fix the estimate stayed at
-  // the injected ~10 and drafting never resumed, so every attempt failed.
+  // estimate back below half the injected ~10, and below 3 where it recovers with 1-token
+  // drafts; where it recovers with longer ones (the optimistic cost curve past the largest
+  // measured count, BENCHMARKS 48a), 2-row forwards may never be timed again and the estimate
+  // stays at that of the longest verify (more rows never cost less: 2.1-3.3 here). Before the
+  // fix the estimate stayed at the injected ~10 and drafting never resumed, so every attempt
+  // failed.
   bool recovered = false;
   for (int attempt = 0; attempt < 3 && !recovered; ++attempt) {
     SpecConfig config;
@@ -356,9 +358,15 @@ TEST(SpeculativeAdaptive, RecoversFromAPreemptedVerifyTiming) {
                 attempt + 1, static_cast<long long>(s.n_cost_probes), static_cast<long long>(s.n_drafting_steps),
                 static_cast<long long>(s.n_target_passes), c2, can_pay ? "can pay" : "cannot pay");
     EXPECT_GT(s.n_cost_probes, 0) << "no plain step re-timed a multi-row forward";
+    // Recovered with 1-token drafts, the decoder re-times 2 rows: back below 3. Recovered with
+    // longer drafts, it may never time 2 rows again: at most the longest verify's estimate.
     EXPECT_LT(c2, 5.0) << "the 2-row cost estimate kept the preempted timings";
-    EXPECT_LE(c2, spec.estimated_verify_cost(config.draft_max + 1) + 1e-9)
-        << "2 rows estimated dearer than the longest verify";
+    if (s.mean_nodes_per_drafting_step() < 1.5) {
+      EXPECT_LT(c2, 3.0) << "the 2-row cost estimate kept the preempted timings";
+    } else {
+      EXPECT_LE(c2, spec.estimated_verify_cost(config.draft_max + 1) + 1e-9)
+          << "2 rows estimated dearer than the longest verify";
+    }
     // How much it drafts follows the gain: a tenth of the passes or more where a 2-row forward
     // costs clearly less than two 1-row ones; some drafting where the gain is marginal (a
     // Release run here: c(2) 1.93-1.95, 2-6 drafting steps of ~955); none where it cannot pay.
