@@ -6,10 +6,10 @@
 // of its heads for all rows of the tile are gathered into (n_q, head_dim); each K/V row that
 // all rows of the tile see at the same logical index (the cached prefix, and the leading
 // ancestors they share, or all of a chain's) is read once for all of them, and each row's other
-// extra slots for that row's heads only. Every query computes its scores, softmax and weighted V sum over its
-// visible keys in logical order (prefix 0..n_prefix-1, then its extras in the given order)
-// with the same per-query inner loops, so neither M, the tiling, the slot numbers nor the
-// thread count change a bit of the result.
+// extra slots for that row's heads only. Every query computes its scores, softmax and weighted
+// V sum over its visible keys in logical order (prefix 0..n_prefix-1, then its extras in the
+// given order) with the same per-query inner loops, so neither M, the tiling, the slot numbers
+// nor the thread count change a bit of the result.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -86,7 +86,7 @@ using attention_detail::kKeyBlock;
 // call's threads (see attention()). Each tile rereads the keys and values: at 4k cached keys of
 // the 1B shape one tile of 9 rows took ~0.9x the time of 5 + 4 on one thread, ~0.97x on two (K/V
 // in L3), and a whole 9-row forward of the 1B Q8_0 model, whose layers' K/V come from memory,
-// 0.77-0.88x (BENCHMARKS 48f).
+// 0.70-1.03x, median 0.88 (BENCHMARKS 48f).
 constexpr int kRowTile = 16;
 constexpr int kMinRowTile = 8;
 constexpr int kPrefetchAhead = 64;  // keys
@@ -171,8 +171,8 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
   // own visible keys are computed too, then zeroed after its softmax, so that in the weighted V
   // sum they add exact zeros (an output starts at +0 and never holds -0, so out + 0 * v == out
   // for finite v): the same bits as leaving them out. Row by row, the extras of a chain of M rows
-  // cost M(M-1)/2 one-key calls per head of scores and as many of sums (~1.3 µs per layer and
-  // row of the demo target's 5-row verify, a third of its row's compute).
+  // cost M(M-1)/2 one-key calls per head of scores and as many of sums (the demo target's 5- and
+  // 9-row verifies took ~5% longer so, BENCHMARKS 48b).
   const int* longest_extras = rows.extra_slots + rows.extra_begin[longest];
   bool nested = n_shared_extra < max_extra;
   for (int r = row_begin; r < row_end && nested; ++r) {
