@@ -158,19 +158,18 @@ TEST(DraftLength, APositionNoLongerReachedDriftsBackToThePreviousOne) {
 class FirstProposalsWrong : public testing::ClockFreeDrafter {
  public:
   FirstProposalsWrong(Drafter& inner, int n_bad, int n_vocab)
-      : ClockFreeDrafter(inner), inner_(inner), n_bad_(n_bad), n_vocab_(n_vocab) {}
+      : ClockFreeDrafter(inner), n_bad_(n_bad), n_vocab_(n_vocab) {}
   Draft propose(std::span<const Token> context, int n_max, const SamplingParams& sampling) override {
-    last_ = inner_.propose(context, n_max, sampling);
+    last_ = ClockFreeDrafter::propose(context, n_max, sampling);
     Draft out = last_;
     if (n_proposals_++ < n_bad_) {
       for (Token& t : out.tokens) t = (t + 1) % n_vocab_;
     }
     return out;
   }
-  void accept(const Draft& /*draft*/, const Verdict& verdict) override { inner_.accept(last_, verdict); }
+  void accept(const Draft& /*draft*/, const Verdict& verdict) override { ClockFreeDrafter::accept(last_, verdict); }
 
  private:
-  Drafter& inner_;
   int n_bad_, n_vocab_;
   int n_proposals_ = 0;
   Draft last_;
