@@ -210,6 +210,13 @@ struct BenchReport {
   double prefill_tps = 0;           // median over reps of chunk tokens / chunk seconds from position 0
   double fill_tps = 0;              // tokens / seconds filling the long context (growing context)
   double prefill_over_decode = 0;   // prefill_tps / decode_tps (issue 6: >= 8 for the 1B shape)
+  // A prefill chunk (its own cache), then a 1-row forward repeat at the short context, per pair;
+  // each pair's prefill tokens/s over its decode tokens/s. prefill_over_decode divides figures
+  // measured a minute apart, which on a machine whose memory speed moves between two levels
+  // (BENCHMARKS 49) gave 6.3x and 10.3x for the same build: prefill is compute-bound and kept its
+  // speed, the decode did not. Medians over the pairs; 0 pairs: not measured.
+  int prefill_paired_count = 0;
+  double prefill_paired_ratio = 0, prefill_paired_tps = 0, prefill_paired_decode_tps = 0;
 
   MemoryReport memory;
 
@@ -263,6 +270,18 @@ struct PairedBandwidth {
 };
 PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, ReadBandwidthProbe& probe, int pairs,
                                          double min_rep_seconds);
+
+// A prefill forward of `chunk` rows from position 0 of prefill_cache (left empty), then a 1-row
+// forward repeat at `cache`'s current size (left as it was), `pairs` times; each pair's prefill
+// tokens/s over that pair's decode tokens/s. Medians over the pairs. Requires pairs >= 1, chunk
+// <= prefill_cache.capacity() and room for one row in cache. Cost: pairs * (a prefill and a
+// decode repeat, each max(1, min_rep_seconds / t) forwards).
+struct PairedPrefill {
+  int pairs = 0;
+  double ratio = 0, prefill_tps = 0, decode_tps = 0;
+};
+PairedPrefill measure_paired_prefill(Transformer& model, KvCache& cache, KvCache& prefill_cache, int chunk, int pairs,
+                                     double min_rep_seconds);
 
 // Phase times of forwards of m_rows chain rows at the cache's current size (ForwardProfile),
 // over reps * max(1, min_rep_seconds / t) forwards after one warm-up. Same requirements as

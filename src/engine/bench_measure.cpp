@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "specdec/bandwidth.h"
 #include "specdec/bench.h"
@@ -156,6 +158,27 @@ CostCurve measure_cost_curve(Transformer& model, KvCache& cache, int m_max, int 
   return curve;
 }
 
+namespace {
+
+// Medians over `pairs` pairs of two figures taken one right after the other (measure(i) returns
+// {a_i, b_i}), and of the per-pair ratios a_i / b_i (0 where b_i is 0).
+struct PairMedians {
+  double a = 0, b = 0, ratio = 0;
+};
+template <typename MeasurePair>
+PairMedians pair_medians(int pairs, MeasurePair measure) {
+  std::vector<double> a, b, ratios;  // (pairs)
+  for (int i = 0; i < pairs; ++i) {
+    const auto [a_i, b_i] = measure(i);
+    a.push_back(a_i);
+    b.push_back(b_i);
+    ratios.push_back(b_i > 0 ? a_i / b_i : 0.0);
+  }
+  return {median(a), median(b), median(ratios)};
+}
+
+}  // namespace
+
 PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, ReadBandwidthProbe& probe, int pairs,
                                          double min_rep_seconds) {
   if (pairs < 1) throw Error("bench: paired bandwidth needs >= 1 pair (got " + std::to_string(pairs) + ")");
@@ -164,19 +187,40 @@ PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, Rea
   ForwardJob job = make_job(model, context, 1, /*all_logits=*/true);
   Logits logits;
   job.calibrate(model, cache, logits, min_rep_seconds);
-  std::vector<double> ratios, decode_gbs, probe_gbs;  // (pairs)
-  for (int i = 0; i < pairs; ++i) {
+  const PairMedians m = pair_medians(pairs, [&](int) {
     const double pass_gbs = probe.pass();
     const double gbs = static_cast<double>(model.weight_bytes()) / job.run_once(model, cache, logits) / 1e9;
-    probe_gbs.push_back(pass_gbs);
-    decode_gbs.push_back(gbs);
-    ratios.push_back(pass_gbs > 0 ? gbs / pass_gbs : 0.0);
-  }
+    return std::pair{gbs, pass_gbs};
+  });
   PairedBandwidth p;
   p.pairs = pairs;
-  p.ratio = median(ratios);
-  p.decode_gbs = median(decode_gbs);
-  p.probe_gbs = median(probe_gbs);
+  p.ratio = m.ratio;
+  p.decode_gbs = m.a;
+  p.probe_gbs = m.b;
+  return p;
+}
+
+PairedPrefill measure_paired_prefill(Transformer& model, KvCache& cache, KvCache& prefill_cache, int chunk, int pairs,
+                                     double min_rep_seconds) {
+  if (pairs < 1) throw Error("bench: paired prefill needs >= 1 pair (got " + std::to_string(pairs) + ")");
+  check_room(prefill_cache, 0, chunk, "paired prefill");
+  const int context = cache.size();
+  check_room(cache, context, 1, "paired prefill's decode");
+  ForwardJob prefill = make_job(model, 0, chunk, /*all_logits=*/false);
+  ForwardJob decode = make_job(model, context, 1, /*all_logits=*/true);
+  Logits logits;
+  prefill_cache.truncate(0);
+  prefill.calibrate(model, prefill_cache, logits, min_rep_seconds);
+  decode.calibrate(model, cache, logits, min_rep_seconds);
+  const PairMedians m = pair_medians(pairs, [&](int) {
+    const double prefill_tps = chunk / prefill.run_once(model, prefill_cache, logits);
+    return std::pair{prefill_tps, 1.0 / decode.run_once(model, cache, logits)};
+  });
+  PairedPrefill p;
+  p.pairs = pairs;
+  p.ratio = m.ratio;
+  p.prefill_tps = m.a;
+  p.decode_tps = m.b;
   return p;
 }
 

@@ -277,6 +277,9 @@ std::string bench_report_text(const BenchReport& r) {
     put(out, "decode at context %d: %.2f tok/s\n", r.long_curve.context, r.decode_tps_long);
   put(out, "prefill (%d-token chunk from position 0): %.1f tok/s = %.2fx decode\n", r.prefill_chunk, r.prefill_tps,
       r.prefill_over_decode);
+  if (r.prefill_paired_count > 0)
+    put(out, "  paired (a prefill chunk, then a decode repeat; %d pairs): median ratio %.2fx (prefill %.1f tok/s, decode %.2f tok/s)\n",
+        r.prefill_paired_count, r.prefill_paired_ratio, r.prefill_paired_tps, r.prefill_paired_decode_tps);
   if (r.fill_tps > 0)
     put(out, "  filling the cache %d -> %d in chunks: %.1f tok/s\n", r.short_curve.context, r.long_curve.context,
         r.fill_tps);
@@ -333,6 +336,11 @@ std::string bench_report_json(const BenchReport& r) {
     j["compute_roofline"]["decode_seconds_at_probe"] = decode_seconds_at_probe(r);
   j["prefill"] = {{"chunk", r.prefill_chunk}, {"tokens_per_second", r.prefill_tps},
                   {"over_decode", r.prefill_over_decode}, {"fill_tokens_per_second", r.fill_tps}};
+  if (r.prefill_paired_count > 0)
+    j["prefill"]["paired"] = {{"pairs", r.prefill_paired_count},
+                              {"over_decode", r.prefill_paired_ratio},
+                              {"tokens_per_second", r.prefill_paired_tps},
+                              {"decode_tokens_per_second", r.prefill_paired_decode_tps}};
   j["cost_curve"] = {{"short", curve_json(r.short_curve)}};
   if (!r.long_curve.empty()) j["cost_curve"]["long"] = curve_json(r.long_curve);
   const MemoryReport& m = r.memory;

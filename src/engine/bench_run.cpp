@@ -4,7 +4,8 @@
 //      long-context c(M), optional forced-acceptance loop;
 //   2. draft model alone (when given): its 1-row forward, hence c_draft;
 //   3. memory snapshot (peak RSS) while exactly those mappings and caches exist;
-//   4. read-bandwidth probe on the target's thread pool, then both models are released;
+//   4. read-bandwidth probe on the target's thread pool (its passes paired with decode
+//      repeats), prefill chunks paired with decode repeats, then both models are released;
 //   5. end-to-end plain vs speculative through Engine::generate on the same prompts;
 //   6. the SIMULATION from the measured curves (arithmetic only).
 #include <algorithm>
@@ -392,6 +393,16 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
     r.paired_ratio = paired.ratio;
     r.paired_decode_gbs = paired.decode_gbs;
     r.paired_probe_gbs = paired.probe_gbs;
+  }
+  {
+    if (log) log("prefill chunks paired with decode repeats");
+    KvCache prefill_cache = target->new_cache(r.prefill_chunk);  // (n_layers, chunk, kv_dim) x2, after the memory snapshot
+    const PairedPrefill paired =
+        measure_paired_prefill(*target, cache, prefill_cache, r.prefill_chunk, std::max(o.reps, 5), o.min_rep_seconds);
+    r.prefill_paired_count = paired.pairs;
+    r.prefill_paired_ratio = paired.ratio;
+    r.prefill_paired_tps = paired.prefill_tps;
+    r.prefill_paired_decode_tps = paired.decode_tps;
   }
   draft.reset();
   cache = KvCache(cfg, 1);

@@ -208,6 +208,29 @@ TEST(BenchMeasure, PairedBandwidthInterleavesProbePassesAndDecodeRepeats) {
   EXPECT_THROW(ReadBandwidthProbe(model->pool(), 1000), Error);  // below 1 MiB
 }
 
+// The paired prefill figure: one prefill forward (its own cache, left empty) and one decode
+// repeat per pair, medians of each and of the per-pair ratios; the decode's cache is left as it
+// was. Each ratio is its own pair's: the median ratio need not equal the ratio of the medians.
+TEST(BenchMeasure, PairedPrefillInterleavesPrefillChunksAndDecodeRepeats) {
+  auto model = random_model("bench-paired-prefill.gguf");
+  KvCache cache = model->new_cache(32);
+  KvCache prefill_cache = model->new_cache(20);
+  Batch batch;
+  for (int i = 0; i < 4; ++i) batch.add(5 + i, i, i - 1, 0, i == 3);
+  Logits logits;
+  KvCache* caches[] = {&cache};
+  model->forward(batch, caches, logits);
+  const PairedPrefill p = measure_paired_prefill(*model, cache, prefill_cache, 20, 3, 0.0);
+  EXPECT_EQ(p.pairs, 3);
+  EXPECT_GT(p.prefill_tps, 0.0);
+  EXPECT_GT(p.decode_tps, 0.0);
+  EXPECT_GT(p.ratio, 0.0);
+  EXPECT_EQ(cache.size(), 4);
+  EXPECT_EQ(prefill_cache.size(), 0);
+  EXPECT_THROW(measure_paired_prefill(*model, cache, prefill_cache, 20, 0, 0.0), Error);
+  EXPECT_THROW(measure_paired_prefill(*model, cache, prefill_cache, 21, 1, 0.0), Error);  // past the prefill cache
+}
+
 TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   SPECDEC_FIXTURE(model, "models/stories260K.gguf");
   BenchOptions o = tiny_options(model);
@@ -235,6 +258,10 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   EXPECT_GT(r.paired_ratio, 0.0);
   EXPECT_GT(r.paired_decode_gbs, 0.0);
   EXPECT_GT(r.paired_probe_gbs, 0.0);
+  EXPECT_GE(r.prefill_paired_count, 5);  // max(reps, 5) pairs of a prefill chunk and a decode repeat
+  EXPECT_GT(r.prefill_paired_ratio, 0.0);
+  EXPECT_GT(r.prefill_paired_tps, 0.0);
+  EXPECT_GT(r.prefill_paired_decode_tps, 0.0);
   // stories260K is all F32: 5 layers x (q, o 64x64; k, v 32x64; gate, up, down 172x64) plus the
   // 512x64 output matrix; the token embedding is a lookup.
   EXPECT_EQ(r.f32_macs_per_row, 5.0 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 172 * 64) + 512 * 64);
@@ -298,6 +325,8 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   EXPECT_GT(j["decode"]["tokens_per_second"].get<double>(), 0.0);
   EXPECT_GT(j["decode"]["bandwidth_gbs"].get<double>(), 0.0);
   EXPECT_EQ(j["decode"]["bandwidth_paired"]["pairs"].get<int>(), r.paired_count);
+  EXPECT_EQ(j["prefill"]["paired"]["pairs"].get<int>(), r.prefill_paired_count);
+  EXPECT_DOUBLE_EQ(j["prefill"]["paired"]["over_decode"].get<double>(), r.prefill_paired_ratio);
   EXPECT_GT(j["memory"]["peak_rss_bytes"].get<double>(), 0.0);
   EXPECT_EQ(j.contains("compute_roofline"), simd);
   if (simd) {
