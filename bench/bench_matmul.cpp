@@ -363,7 +363,7 @@ int main(int argc, char** argv) {
     }
   }
   for (DType type : {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
-    for (int M : {1, 5, 9}) {
+    for (int M : {1, 2, 5, 9}) {
       const std::string name = std::string("layer_calls/") + dtype_name(type) + "/M:" + std::to_string(M);
       benchmark::RegisterBenchmark(name.c_str(), bm_layer_calls, type, M)->Unit(benchmark::kMillisecond)->UseRealTime();
     }

@@ -79,6 +79,11 @@ struct CostCurve {
   // only ever adds time. min_cost[0] == 1.
   std::vector<double> min_seconds;  // (m_max)
   std::vector<double> min_cost;     // (m_max) min_seconds[M-1] / min_seconds[0]
+  // The median over repeats of t_r(M) / t_r(1), where repeat r times every row count back to
+  // back (within a second): each ratio compares forwards of one memory regime, where cost
+  // divides medians that may come from two (the Zen 4 VM of BENCHMARKS 49 moves between ~33
+  // and ~60 GB/s from one minute to the next). paired_cost[0] == 1.
+  std::vector<double> paired_cost;  // (m_max)
   bool empty() const { return seconds.empty(); }
 };
 

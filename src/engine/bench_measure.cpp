@@ -153,8 +153,11 @@ CostCurve measure_cost_curve(Transformer& model, KvCache& cache, int m_max, int 
   for (size_t i = 0; i < jobs.size(); ++i) {
     curve.cost.push_back(curve.seconds[i] / curve.seconds[0]);
     curve.min_cost.push_back(curve.min_seconds[i] / curve.min_seconds[0]);
+    std::vector<double> ratios;  // (reps) this row count over the 1-row forward of the same repeat
+    for (int r = 0; r < reps; ++r) ratios.push_back(jobs[i].samples[r] / jobs[0].samples[r]);
+    curve.paired_cost.push_back(median(ratios));
   }
-  curve.cost[0] = curve.min_cost[0] = 1.0;
+  curve.cost[0] = curve.min_cost[0] = curve.paired_cost[0] = 1.0;
   return curve;
 }
 

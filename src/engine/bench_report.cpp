@@ -25,13 +25,14 @@ namespace {
 
 double mib(size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
 
-// The report code indexes a curve's four vectors together.
+// The report code indexes a curve's five vectors together.
 void check_curve(const CostCurve& c, const char* name) {
   const size_t n = c.seconds.size();
-  if (c.cost.size() != n || c.min_seconds.size() != n || c.min_cost.size() != n)
+  if (c.cost.size() != n || c.min_seconds.size() != n || c.min_cost.size() != n || c.paired_cost.size() != n)
     throw Error(std::string("bench report: the ") + name + " cost curve's vectors differ in length (seconds " +
                 std::to_string(n) + ", cost " + std::to_string(c.cost.size()) + ", min_seconds " +
-                std::to_string(c.min_seconds.size()) + ", min_cost " + std::to_string(c.min_cost.size()) + ")");
+                std::to_string(c.min_seconds.size()) + ", min_cost " + std::to_string(c.min_cost.size()) +
+                ", paired_cost " + std::to_string(c.paired_cost.size()) + ")");
 }
 
 void check_curves(const BenchReport& r) {
@@ -42,20 +43,21 @@ void check_curves(const BenchReport& r) {
 void put_curves(std::string& out, const BenchReport& r) {
   const bool have_long = !r.long_curve.empty();
   put(out, "\nverify cost c(M) = t(forward of M rows) / t(forward of 1 row); ms and c(M) from medians,\n"
-           "c_min(M) from the fastest repeats:\n");
-  put(out, "  %3s  %10s %7s %8s", "M", "ms", "c(M)", "c_min(M)");
-  if (have_long) put(out, "  %10s %7s %8s", "ms", "c(M)", "c_min(M)");
-  put(out, "\n  %3s  %-27s", "", ("context " + std::to_string(r.short_curve.context)).c_str());
+           "c_min(M) from the fastest repeats, c_pair(M) the median of each repeat's t(M) / t(1):\n");
+  put(out, "  %3s  %10s %7s %8s %9s", "M", "ms", "c(M)", "c_min(M)", "c_pair(M)");
+  if (have_long) put(out, "  %10s %7s %8s %9s", "ms", "c(M)", "c_min(M)", "c_pair(M)");
+  put(out, "\n  %3s  %-37s", "", ("context " + std::to_string(r.short_curve.context)).c_str());
   if (have_long)
-    put(out, "  %-27s", ("context " + std::to_string(r.long_curve.context)).c_str());
+    put(out, "  %-37s", ("context " + std::to_string(r.long_curve.context)).c_str());
   else
     put(out, "  (long context not measured: --ctx-long not above --ctx-short within the model's context)");
   put(out, "\n");
   for (size_t i = 0; i < r.short_curve.seconds.size(); ++i) {
-    put(out, "  %3zu  %10.3f %7.3f %8.3f", i + 1, r.short_curve.seconds[i] * 1e3, r.short_curve.cost[i],
-        r.short_curve.min_cost[i]);
+    put(out, "  %3zu  %10.3f %7.3f %8.3f %9.3f", i + 1, r.short_curve.seconds[i] * 1e3, r.short_curve.cost[i],
+        r.short_curve.min_cost[i], r.short_curve.paired_cost[i]);
     if (have_long && i < r.long_curve.seconds.size())
-      put(out, "  %10.3f %7.3f %8.3f", r.long_curve.seconds[i] * 1e3, r.long_curve.cost[i], r.long_curve.min_cost[i]);
+      put(out, "  %10.3f %7.3f %8.3f %9.3f", r.long_curve.seconds[i] * 1e3, r.long_curve.cost[i], r.long_curve.min_cost[i],
+          r.long_curve.paired_cost[i]);
     put(out, "\n");
   }
 }
@@ -212,7 +214,7 @@ nlohmann::json end_to_end_json(const EndToEndReport& e) {
 
 nlohmann::json curve_json(const CostCurve& c) {
   return {{"context", c.context}, {"seconds", c.seconds}, {"cost", c.cost}, {"min_seconds", c.min_seconds},
-          {"min_cost", c.min_cost}};
+          {"min_cost", c.min_cost}, {"paired_cost", c.paired_cost}};
 }
 
 }  // namespace

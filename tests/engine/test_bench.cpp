@@ -90,8 +90,11 @@ void expect_sane_curve(const CostCurve& c, int m_max, int context) {
     EXPECT_DOUBLE_EQ(c.cost[m], c.seconds[m] / c.seconds[0]);
     EXPECT_LE(c.min_seconds[m], c.seconds[m]) << "the fastest repeat is never slower than the median";
     EXPECT_DOUBLE_EQ(c.min_cost[m], c.min_seconds[m] / c.min_seconds[0]);
+    EXPECT_GT(c.paired_cost[m], 0.0) << "M = " << m + 1;
   }
   EXPECT_EQ(c.min_cost[0], 1.0);
+  ASSERT_EQ(c.paired_cost.size(), static_cast<size_t>(m_max));
+  EXPECT_EQ(c.paired_cost[0], 1.0);
 }
 
 TEST(BenchModel, ExpectedTokensMatchesTheGeometricSum) {
@@ -417,7 +420,7 @@ TEST(BenchReportText, ComputeShareAbove100PercentIsFlagged) {
   r.row_floor_seconds = 1e9 / 400e9;  // 2.5 ms
   r.decode_seconds = 0.025;
   r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};  // 2 rows: 5 ms of products in 30 ms = 17%
-  r.short_curve.cost = r.short_curve.min_cost = {1.0, 1.2};
+  r.short_curve.cost = r.short_curve.min_cost = r.short_curve.paired_cost = {1.0, 1.2};
   r.prefill_tps = 200;                    // 200 x 2.5 ms = 50%
   std::string text = bench_report_text(r);
   EXPECT_NE(text.find("ran at 17% of peak; prefill at 50%"), std::string::npos) << text;
@@ -443,7 +446,7 @@ TEST(BenchReportText, RooflineAtTheProbesBandwidth) {
   r.decode_seconds = 0.025;           // 40 GB/s
   r.weight_bytes = 1000000000;
   r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};
-  r.short_curve.cost = r.short_curve.min_cost = {1.0, 1.2};
+  r.short_curve.cost = r.short_curve.min_cost = r.short_curve.paired_cost = {1.0, 1.2};
   std::string text = bench_report_text(r);
   EXPECT_EQ(text.find("at the probe's bandwidth"), std::string::npos) << text;
   EXPECT_FALSE(nlohmann::json::parse(bench_report_json(r))["compute_roofline"].contains("decode_seconds_at_probe"));
@@ -461,7 +464,7 @@ TEST(BenchReportText, RooflineAtTheProbesBandwidth) {
 TEST(BenchReportText, ThreadPoolBackOffIsFlagged) {
   BenchReport r;
   r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};
-  r.short_curve.cost = r.short_curve.min_cost = {1.0, 1.2};
+  r.short_curve.cost = r.short_curve.min_cost = r.short_curve.paired_cost = {1.0, 1.2};
   std::string text = bench_report_text(r);
   EXPECT_EQ(text.find("thread pool"), std::string::npos) << text;
   r.pool_stalls = 3;
@@ -475,7 +478,7 @@ TEST(BenchReportText, ThreadPoolBackOffIsFlagged) {
 TEST(BenchReportText, CurvesOfUnequalLengthAreAnErrorNamingTheLengths) {
   BenchReport r;
   r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};
-  r.short_curve.cost = {1.0, 1.2};
+  r.short_curve.cost = r.short_curve.paired_cost = {1.0, 1.2};
   r.short_curve.min_cost = {1.0};  // one entry short
   for (auto report : {bench_report_text, bench_report_json}) {
     try {
@@ -483,7 +486,7 @@ TEST(BenchReportText, CurvesOfUnequalLengthAreAnErrorNamingTheLengths) {
       ADD_FAILURE() << "no error for a curve with a short min_cost";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("short-context cost curve's vectors differ in length (seconds 2, cost 2, "
-                                           "min_seconds 2, min_cost 1)"),
+                                           "min_seconds 2, min_cost 1, paired_cost 2)"),
                 std::string::npos)
           << e.what();
     }
