@@ -163,8 +163,8 @@ CostCurve measure_cost_curve(Transformer& model, KvCache& cache, int m_max, int 
 
 namespace {
 
-// Medians over `pairs` pairs of two figures taken one right after the other (measure(i) returns
-// {a_i, b_i}), and of the per-pair ratios a_i / b_i (0 where b_i is 0).
+// Medians over `pairs` pairs of two figures taken one right after the other (each call of
+// measure() returns one pair {a_i, b_i}), and of the per-pair ratios a_i / b_i (0 where b_i is 0).
 struct PairMedians {
   double a = 0, b = 0, ratio = 0;
 };
@@ -172,7 +172,7 @@ template <typename MeasurePair>
 PairMedians pair_medians(int pairs, MeasurePair measure) {
   std::vector<double> a, b, ratios;  // (pairs)
   for (int i = 0; i < pairs; ++i) {
-    const auto [a_i, b_i] = measure(i);
+    const auto [a_i, b_i] = measure();
     a.push_back(a_i);
     b.push_back(b_i);
     ratios.push_back(b_i > 0 ? a_i / b_i : 0.0);
@@ -190,7 +190,7 @@ PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, Rea
   ForwardJob job = make_job(model, context, 1, /*all_logits=*/true);
   Logits logits;
   job.calibrate(model, cache, logits, min_rep_seconds);
-  const PairMedians m = pair_medians(pairs, [&](int) {
+  const PairMedians m = pair_medians(pairs, [&] {
     const double pass_gbs = probe.pass();
     const double gbs = static_cast<double>(model.weight_bytes()) / job.run_once(model, cache, logits) / 1e9;
     return std::pair{gbs, pass_gbs};
@@ -215,7 +215,7 @@ PairedPrefill measure_paired_prefill(Transformer& model, KvCache& cache, KvCache
   prefill_cache.truncate(0);
   prefill.calibrate(model, prefill_cache, logits, min_rep_seconds);
   decode.calibrate(model, cache, logits, min_rep_seconds);
-  const PairMedians m = pair_medians(pairs, [&](int) {
+  const PairMedians m = pair_medians(pairs, [&] {
     const double prefill_tps = chunk / prefill.run_once(model, prefill_cache, logits);
     return std::pair{prefill_tps, 1.0 / decode.run_once(model, cache, logits)};
   });

@@ -82,6 +82,7 @@ BenchOptions tiny_options(const std::string& model) {
 void expect_sane_curve(const CostCurve& c, int m_max, int context) {
   ASSERT_EQ(c.seconds.size(), static_cast<size_t>(m_max));
   ASSERT_EQ(c.cost.size(), static_cast<size_t>(m_max));
+  ASSERT_EQ(c.paired_cost.size(), static_cast<size_t>(m_max));
   EXPECT_EQ(c.context, context);
   EXPECT_EQ(c.cost[0], 1.0);
   for (int m = 0; m < m_max; ++m) {
@@ -93,7 +94,6 @@ void expect_sane_curve(const CostCurve& c, int m_max, int context) {
     EXPECT_GT(c.paired_cost[m], 0.0) << "M = " << m + 1;
   }
   EXPECT_EQ(c.min_cost[0], 1.0);
-  ASSERT_EQ(c.paired_cost.size(), static_cast<size_t>(m_max));
   EXPECT_EQ(c.paired_cost[0], 1.0);
 }
 
