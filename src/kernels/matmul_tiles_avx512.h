@@ -132,7 +132,7 @@ struct Tile16 {
   int64_t step_bytes = 0;
   int64_t one_row_ahead = 0;     // bytes ahead of the block being read; 0: no prefetch
   bool one_row_into_l1 = false;  // prefetcht0, else prefetcht1
-  bool one_row_burst = false;    // a K-quant super-block's lines at once, not spread (Burst; Light's K-quants)
+  bool one_row_burst = false;    // a K-quant super-block's lines at once, not spread (Burst)
   int64_t rows_ahead = kTile16RowsPrefetchBytes;
   bool rows_into_l1 = false;
   static constexpr bool kKQuant = false;  // a K-quant tile (ChunkTile16, Q6KTile16)
@@ -141,7 +141,8 @@ struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two block
 
 // Bytes of a Tiles16 stream prefetched ahead of the block being read.
 // A decode (one activation row), by DecodePrefetch (cpu.h):
-//   Light: kTile16PrefetchBytes into L1 (the legacy types). The hardware prefetchers alone left
+//   Light: kTile16PrefetchBytes into L1 (the legacy types; Q8_0 and the K-quants: none, see
+//     set_one_row_prefetch). The hardware prefetchers alone left
 //     a 2-thread M = 1 call from memory at 36-52 GB/s; prefetching the next tile spread over
 //     this one's iterations (a second stream, _MM_HINT_T2) at 38-52; this at 48-58 (BENCHMARKS
 //     27b). 2 KiB was slower for Q4_K, 8 KiB the same. The K-quant tiles had it too, spread over
@@ -163,20 +164,22 @@ constexpr int64_t kTile16PrefetchBytes = 4096;
 // 0.88x, 2048 0.97x, 4096 1.02x, 8192 1.04-1.06x; with Far's L2 prefetch as well, 1.02-1.03x.
 constexpr int64_t kTile16NearPrefetchBytes = 768;
 
-// A decode's tile: the distance and hint above for `decode`. Under Light a K-quant tile
-// (kKQuant: Chunks16Tiles16, Q6KTiles16) prefetches as a verify's does: each super-block's lines
-// in one burst at its start, kTile16RowsPrefetchBytes ahead into L2. On the Zen 4 VM of
-// BENCHMARKS 47 a 1B Q4_K_M decode so read 0.74-0.81 of the probe in the fast memory regime
-// (7 runs) against 0.66-0.72 (9 runs) with 4 KiB into L1 spread over the blocks, and 0.78-0.88
-// against 0.82-0.90 in the slow one; a Q6_K decode 0.76-0.79 against 0.54.
+// A decode's tile: the distance and hint above for `decode`. Under Light the Q8_0 and K-quant
+// tiles (kKQuant: Chunks16Tiles16, Q6KTiles16), one sequential stream per tile, prefetch
+// nothing: the hardware prefetchers follow them. On the Zen 4 VM of BENCHMARKS 49e a 1B Q4_K_M
+// decode on one thread so read 23.4 GB/s against 18.6-18.9 with a verify's prefetch (each
+// super-block's lines in one burst, 8 KiB ahead into L2, which section 47 had chosen over 4 KiB
+// into L1 spread over the blocks), and on two threads 40.3-41.2 GB/s against 32.1-33.3 with
+// a fast memory, 31.6-32.2 against 28.7 with a slow one; a 2-row forward no longer outran a
+// decode (c(2) 0.99-1.02, was 0.83-0.96).
 template <typename TileT>
 inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
   constexpr bool kQ8 = std::is_same_v<TileT, Q8Tile16>;
-  const bool as_verify = TileT::kKQuant && decode == DecodePrefetch::Light;
-  const bool deep = as_verify || (kQ8 ? stream_tiles_prefetch_deep(decode) : decode == DecodePrefetch::Deep);
-  t.one_row_ahead = deep ? kTile16RowsPrefetchBytes : kQ8 ? 0 : kTile16PrefetchBytes;
+  const bool none = decode == DecodePrefetch::Light && (kQ8 || TileT::kKQuant);
+  const bool deep = kQ8 ? stream_tiles_prefetch_deep(decode) : decode == DecodePrefetch::Deep;
+  t.one_row_ahead = none ? 0 : deep ? kTile16RowsPrefetchBytes : kTile16PrefetchBytes;
   t.one_row_into_l1 = !deep;
-  t.one_row_burst = as_verify || decode == DecodePrefetch::Burst;
+  t.one_row_burst = decode == DecodePrefetch::Burst;
 }
 
 // A verify's tile (several activation rows): Far's distance into L2, or, for a K-quant tile
