@@ -166,7 +166,7 @@ constexpr int64_t kTile16NearPrefetchBytes = 768;
 
 // A decode's tile: the distance and hint above for `decode`. Under Light the Q8_0 and K-quant
 // tiles (kKQuant: Chunks16Tiles16, Q6KTiles16), one sequential stream per tile, prefetch
-// nothing: the hardware prefetchers follow them. On the Zen 4 VM of BENCHMARKS 49e a 1B Q4_K_M
+// nothing: the hardware prefetchers follow them. On the Zen 4 VM of BENCHMARKS 49d a 1B Q4_K_M
 // decode on one thread so read 23.4 GB/s against 18.6-18.9 with a verify's prefetch (each
 // super-block's lines in one burst, 8 KiB ahead into L2, which section 47 had chosen over 4 KiB
 // into L1 spread over the blocks), and on two threads 40.3-41.2 GB/s against 32.1-33.3 with
