@@ -213,8 +213,9 @@ inline void set_rows_prefetch(Tile16& t, VerifyPrefetch verify) {
 // RB::kPrefetchIntoL1 of the caller's row block (RowBlock in matmul_internal.h), true for a
 // decode's OneRowBlock: then the tile's one_row_* fields choose, else a verify's distance. The
 // K-quant tiles at M = 1 (RB::kOneRow) spread a super-block's lines (16 rows x 144-210 bytes:
-// 36-53) over its 8 blocks of 32 values (Zen 4, BENCHMARKS 31: a Q4_K M = 1 call from memory
-// 0.85x as long), or in one burst at part 0 under DecodePrefetch::Burst (Zen 5, BENCHMARKS 43).
+// 36-53) over its 8 blocks of 32 values under Deep (on Zen 4 in BENCHMARKS 31 a Q4_K M = 1 call
+// from memory took 0.85x as long so as with a burst; since 49d Zen 4's Light prefetches none),
+// or in one burst at part 0 under DecodePrefetch::Burst (Zen 5, BENCHMARKS 43).
 template <bool kOneRow, int kParts>
 [[gnu::always_inline]] inline void prefetch_next_part(const Tile16& t, int64_t step, int part) {
   if constexpr (kOneRow) {
