@@ -51,8 +51,9 @@ std::string active_isa_label();
 // Prefetches are hints: only speed changes, never a bit.
 //   Light: Q8_0, float and the AVX-512 K-quant tiles (Chunks16Tiles16, Q6KTiles16) none (the
 //          hardware prefetchers follow one sequential stream best there; for the K-quants
-//          BENCHMARKS 49d, after section 47 had them prefetch as a verify), the other
-//          quantized types 4 KiB ahead into L1. Best on the Zen 4 VMs of docs/BENCHMARKS.md
+//          BENCHMARKS 49d, after section 47 had them prefetch as a verify), but Q5_K, which
+//          still prefetches as a verify (each super-block's lines in one burst, 8 KiB ahead
+//          into L2); the other quantized types 4 KiB ahead into L1. Best on the Zen 4 VMs of docs/BENCHMARKS.md
 //          sections 34-35, 47 and 49.
 //   Deep:  as a verify's tiles prefetch: AVX-512 Tiles16 matrices 8 KiB ahead into L2, float
 //          matrices 32 KiB; the AVX2 path's repacked Q8_0 tiles their 9 KiB ahead into L2

@@ -29,6 +29,7 @@ namespace {
 // A 16-row tile of a Q6KTiles16 matrix: one unit of 2 kQ6kUnitBytes per super-block.
 struct Q6KTile16 : Tile16 {
   static constexpr bool kKQuant = true;  // a verify prefetches as the other K-quant tiles
+  static constexpr bool kLightDecodeNone = true;
 };
 constexpr int64_t kUnit16Bytes = 2 * kQ6kUnitBytes;
 

@@ -136,8 +136,12 @@ struct Tile16 {
   int64_t rows_ahead = kTile16RowsPrefetchBytes;
   bool rows_into_l1 = false;
   static constexpr bool kKQuant = false;  // a K-quant tile (ChunkTile16, Q6KTile16)
+  // A decode under Light prefetches nothing (set_one_row_prefetch): Q8_0 and all K-quants but Q5_K.
+  static constexpr bool kLightDecodeNone = false;
 };
-struct Q8Tile16 : Tile16 {};  // Q8_0Tiles16: units of 2 kQ8PairBytes (two blocks)
+struct Q8Tile16 : Tile16 {  // Q8_0Tiles16: units of 2 kQ8PairBytes (two blocks)
+  static constexpr bool kLightDecodeNone = true;
+};
 
 // Bytes of a Tiles16 stream prefetched ahead of the block being read.
 // A decode (one activation row), by DecodePrefetch (cpu.h):
@@ -166,7 +170,9 @@ constexpr int64_t kTile16NearPrefetchBytes = 768;
 
 // A decode's tile: the distance and hint above for `decode`. Under Light the Q8_0 and K-quant
 // tiles (kKQuant: Chunks16Tiles16, Q6KTiles16), one sequential stream per tile, prefetch
-// nothing: the hardware prefetchers follow them. On the Zen 4 VM of BENCHMARKS 49d a 1B Q4_K_M
+// nothing (kLightDecodeNone): the hardware prefetchers follow them. Q5_K is the exception: it
+// prefetches as a verify's tile does (each super-block's lines in one burst, 8 KiB ahead into
+// L2), since without it a 1B Q5_K_M decode read 19.5-21 GB/s against 26-34. On the Zen 4 VM of BENCHMARKS 49d a 1B Q4_K_M
 // decode on one thread so read 23.4 GB/s against 18.6-18.9 with a verify's prefetch (each
 // super-block's lines in one burst, 8 KiB ahead into L2, which section 47 had chosen over 4 KiB
 // into L1 spread over the blocks), and on two threads 40.3-41.2 GB/s against 32.1-33.3 with
@@ -175,11 +181,13 @@ constexpr int64_t kTile16NearPrefetchBytes = 768;
 template <typename TileT>
 inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
   constexpr bool kQ8 = std::is_same_v<TileT, Q8Tile16>;
-  const bool none = decode == DecodePrefetch::Light && (kQ8 || TileT::kKQuant);
-  const bool deep = kQ8 ? stream_tiles_prefetch_deep(decode) : decode == DecodePrefetch::Deep;
+  const bool light = decode == DecodePrefetch::Light;
+  const bool none = light && TileT::kLightDecodeNone;
+  const bool as_verify = light && TileT::kKQuant && !TileT::kLightDecodeNone;  // Q5_K
+  const bool deep = as_verify || (kQ8 ? stream_tiles_prefetch_deep(decode) : decode == DecodePrefetch::Deep);
   t.one_row_ahead = none ? 0 : deep ? kTile16RowsPrefetchBytes : kTile16PrefetchBytes;
   t.one_row_into_l1 = !deep;
-  t.one_row_burst = decode == DecodePrefetch::Burst;
+  t.one_row_burst = as_verify || decode == DecodePrefetch::Burst;
 }
 
 // A verify's tile (several activation rows): Far's distance into L2, or, for a K-quant tile
@@ -258,6 +266,7 @@ inline __m512 gather_half(const Q8Tile16& t, int64_t off, int /*shift*/) {
 template <int64_t kBlock>
 struct ChunkTile16 : Tile16 {
   static constexpr bool kKQuant = true;
+  static constexpr bool kLightDecodeNone = kBlock != sizeof(quant::BlockQ5_K);  // BENCHMARKS 49d
   static constexpr int64_t kStride = chunk16_block_bytes(kBlock);  // bytes per 8-row super-block
   static constexpr int64_t kChunks = kBlock / 16;
 };
