@@ -53,8 +53,8 @@ std::string active_isa_label();
 //          hardware prefetchers follow one sequential stream best there; for the K-quants
 //          BENCHMARKS 49d, after section 47 had them prefetch as a verify), but Q5_K, which
 //          still prefetches as a verify (each super-block's lines in one burst, 8 KiB ahead
-//          into L2); the other quantized types 4 KiB ahead into L1. Best on the Zen 4 VMs of docs/BENCHMARKS.md
-//          sections 34-35, 47 and 49.
+//          into L2); the other quantized types 4 KiB ahead into L1. Best on the Zen 4 VMs of
+//          docs/BENCHMARKS.md sections 34-35, 47 and 49.
 //   Deep:  as a verify's tiles prefetch: AVX-512 Tiles16 matrices 8 KiB ahead into L2, float
 //          matrices 32 KiB; the AVX2 path's repacked Q8_0 tiles their 9 KiB ahead into L2
 //          instead of L1 (its other Tiles8 tiles keep their own 1-row prefetch). Best on the
@@ -63,8 +63,8 @@ std::string active_isa_label();
 //          Intel VM of section 42 (0.70-0.72 against 0.55-0.56).
 //   Burst: the AVX-512 K-quant tiles (Chunks16Tiles16, Q6KTiles16) 4 KiB ahead into L1,
 //          each super-block's lines in one burst at its start instead of spread over its 8
-//          blocks of 32 values; the Q8_0 and float tiles (one stream each) as under Deep. On the Zen 5
-//          VM of section 43, 2-thread Q4_K and Q6_K decode products from memory took 0.80-0.92x
+//          blocks of 32 values; the Q8_0 and float tiles (one stream each) as under Deep. On
+//          the Zen 5 VM of section 43, 2-thread Q4_K and Q6_K decode products from memory took 0.80-0.92x
 //          the time of Light's spread (which took 0.85x the burst's on the Zen 4 of section 31);
 //          in section 44 (the same VM kind), a 1B forward's Q8_0 calls (layer_calls) ~0.96x
 //          Light's with Deep's prefetch and its F16 calls ~0.93x (AVX-512; AVX2 F16 ~0.92x).

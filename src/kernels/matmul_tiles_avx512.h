@@ -169,15 +169,14 @@ constexpr int64_t kTile16PrefetchBytes = 4096;
 constexpr int64_t kTile16NearPrefetchBytes = 768;
 
 // A decode's tile: the distance and hint above for `decode`. Under Light the Q8_0 and K-quant
-// tiles (kKQuant: Chunks16Tiles16, Q6KTiles16), one sequential stream per tile, prefetch
-// nothing (kLightDecodeNone): the hardware prefetchers follow them. Q5_K is the exception: it
-// prefetches as a verify's tile does (each super-block's lines in one burst, 8 KiB ahead into
-// L2), since without it a 1B Q5_K_M decode read 19.5-21 GB/s against 26-34. On the Zen 4 VM of BENCHMARKS 49d a 1B Q4_K_M
-// decode on one thread so read 23.4 GB/s against 18.6-18.9 with a verify's prefetch (each
-// super-block's lines in one burst, 8 KiB ahead into L2, which section 47 had chosen over 4 KiB
-// into L1 spread over the blocks), and on two threads 40.3-41.2 GB/s against 32.1-33.3 with
-// a fast memory, 31.6-32.2 against 28.7 with a slow one; a 2-row forward no longer outran a
-// decode (c(2) 0.99-1.02, was 0.83-0.96).
+// tiles (Chunks16Tiles16, Q6KTiles16), one sequential stream per tile, prefetch nothing
+// (kLightDecodeNone): the hardware prefetchers follow them. On the Zen 4 VM of BENCHMARKS 49d
+// a 1B Q4_K_M decode so read 23.4 GB/s on one thread against 18.6-18.9 with a verify's
+// prefetch (each super-block's lines in one burst, 8 KiB ahead into L2, section 47's choice
+// over 4 KiB into L1), and on two threads 40.3-41.2 GB/s against 32.1-33.3 with a fast memory,
+// 31.6-32.2 against 28.7 with a slow one; a 2-row forward no longer outran a decode. Q5_K is
+// the exception (as_verify): without the verify's prefetch a 1B Q5_K_M decode read 19.5-21
+// GB/s against 26-34.
 template <typename TileT>
 inline void set_one_row_prefetch(TileT& t, DecodePrefetch decode) {
   constexpr bool kQ8 = std::is_same_v<TileT, Q8Tile16>;
