@@ -208,6 +208,11 @@ struct BenchReport {
   ComputePeak compute_peak;
   double int8_macs_per_row = 0, f32_macs_per_row = 0;
   double row_floor_seconds = 0;
+  // Attention's f32 multiply-adds per visible key of one row: n_layers * n_heads * head_dim * 2
+  // (the score q.k and the weighted sum p v). A row at context C adds C times this to its
+  // products, which at 4k keys of the 1B shape (268 M) cost more at the FMA peak than the
+  // weights' 8-bit products (long_row_floor_seconds).
+  double attention_macs_per_key = 0;
 
   // Cost curves and prefill
   CostCurve short_curve, long_curve;

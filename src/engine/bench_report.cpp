@@ -67,6 +67,14 @@ double decode_seconds_at_probe(const BenchReport& r) {
   return r.bandwidth_gbs > 0 ? static_cast<double>(r.weight_bytes) / (r.bandwidth_gbs * 1e9) : 0.0;
 }
 
+// The products of the first m rows of the long-context curve at peak: the weights' (m row
+// floors) and attention's, row i (1-based) seeing context + i keys (0: not measured).
+double long_rows_floor_seconds(const BenchReport& r, int m) {
+  if (r.row_floor_seconds <= 0 || r.long_curve.empty() || r.compute_peak.f32_gmacs <= 0) return 0.0;
+  const double keys = static_cast<double>(m) * r.long_curve.context + 0.5 * m * (m + 1.0);
+  return m * r.row_floor_seconds + r.attention_macs_per_key * keys / (r.compute_peak.f32_gmacs * 1e9);
+}
+
 // The compute roofline: the measured peak, a row's multiply-adds at that peak, and what that
 // bounds (the c(M) floor, the prefill ceiling), with how close the measured rows come.
 void put_compute_roofline(std::string& out, const BenchReport& r) {
@@ -108,6 +116,18 @@ void put_compute_roofline(std::string& out, const BenchReport& r) {
     } else if (rows_share > 1.0 || prefill_share > 1.0) {
       put(out, "  WARNING: a share above 100%%: both probe runs were slowed (another tenant?); the peak is understated, rerun\n");
     }
+  }
+  // The long context: each row's attention adds f32 products in proportion to the keys it sees
+  // (scores and weighted sums), which no verify shares between rows.
+  const std::vector<double>& t_long = r.long_curve.seconds;
+  if (!t_long.empty() && r.attention_macs_per_key > 0) {
+    const int context = r.long_curve.context, m = static_cast<int>(t_long.size());
+    const double one_row = long_rows_floor_seconds(r, 1);
+    put(out, "  at context %d: attention's %.0f f32 multiply-adds per visible key make a row's products %.4f ms at peak; "
+             "c(M) >= max(1, %.3f M) there\n",
+        context, r.attention_macs_per_key, one_row * 1e3, one_row / t_long[0]);
+    put(out, "  measured: t(%d) = %.3f ms at context %d -> the products of its %d rows (weights and attention) ran at %.0f%% of peak\n",
+        m, t_long.back() * 1e3, context, m, 100.0 * long_rows_floor_seconds(r, m) / t_long.back());
   }
 }
 
@@ -334,6 +354,10 @@ std::string bench_report_json(const BenchReport& r) {
                              {"int8_macs_per_row", r.int8_macs_per_row},
                              {"f32_macs_per_row", r.f32_macs_per_row},
                              {"row_floor_seconds", r.row_floor_seconds}};
+  if (r.row_floor_seconds > 0 && !r.long_curve.empty()) {
+    j["compute_roofline"]["attention_macs_per_key"] = r.attention_macs_per_key;
+    j["compute_roofline"]["long_rows_floor_seconds"] = long_rows_floor_seconds(r, static_cast<int>(r.long_curve.seconds.size()));
+  }
   if (r.row_floor_seconds > 0 && decode_seconds_at_probe(r) > 0)
     j["compute_roofline"]["decode_seconds_at_probe"] = decode_seconds_at_probe(r);
   j["prefill"] = {{"chunk", r.prefill_chunk}, {"tokens_per_second", r.prefill_tps},

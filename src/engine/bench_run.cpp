@@ -379,6 +379,7 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   if (early_peak.int8_gmacs > r.compute_peak.int8_gmacs) r.compute_peak.int8_gmacs = early_peak.int8_gmacs;
   if (early_peak.f32_gmacs > r.compute_peak.f32_gmacs) r.compute_peak.f32_gmacs = early_peak.f32_gmacs;
   std::tie(r.int8_macs_per_row, r.f32_macs_per_row) = row_multiply_adds(target->gguf());
+  r.attention_macs_per_key = 2.0 * cfg.n_layers * cfg.n_heads * cfg.head_dim;
   if (r.compute_peak.int8_gmacs > 0 && r.compute_peak.f32_gmacs > 0)
     r.row_floor_seconds = (r.int8_macs_per_row / r.compute_peak.int8_gmacs + r.f32_macs_per_row / r.compute_peak.f32_gmacs) / 1e9;
   if (o.bandwidth_bytes > 0) {

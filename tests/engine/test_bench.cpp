@@ -269,6 +269,7 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   // 512x64 output matrix; the token embedding is a lookup.
   EXPECT_EQ(r.f32_macs_per_row, 5.0 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 172 * 64) + 512 * 64);
   EXPECT_EQ(r.int8_macs_per_row, 0.0);
+  EXPECT_EQ(r.attention_macs_per_key, 2.0 * 5 * 8 * 8);  // 2 x layers x heads x head_dim
   const bool simd = active_isa() != Isa::Scalar;
   if (simd) {
     EXPECT_GT(r.compute_peak.int8_gmacs, 0.0);
@@ -457,6 +458,37 @@ TEST(BenchReportText, RooflineAtTheProbesBandwidth) {
   EXPECT_NE(text.find("with a decode at the probe's bandwidth (20.000 ms): c(M) >= max(1, 0.125 M); prefill <= 8.0x decode"),
             std::string::npos) << text;
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(bench_report_json(r))["compute_roofline"]["decode_seconds_at_probe"].get<double>(), 0.02);
+}
+
+// The long context's floor adds each row's attention products at the f32 peak: 65536 per
+// visible key at context 4000 is 262.2 M for the first row (4001 keys), 2.622 ms at 100 GMAC/s,
+// plus the 2.5 ms of weights: 5.122 ms against a 50 ms t(1), c(M) >= 0.102 M; the 2 rows see
+// 8003 keys, 10.245 ms of products in 100 ms = 10%. Without a long curve, no line.
+TEST(BenchReportText, LongContextRooflineAddsAttention) {
+  BenchReport r;
+  r.compute_peak = {400.0, 100.0, "vpdpbusd zmm", "vfmadd231ps zmm"};
+  r.int8_macs_per_row = 1e9;
+  r.row_floor_seconds = 1e9 / 400e9;  // 2.5 ms
+  r.decode_seconds = 0.025;
+  r.attention_macs_per_key = 65536;
+  r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};
+  r.short_curve.cost = r.short_curve.min_cost = r.short_curve.paired_cost = {1.0, 1.2};
+  std::string text = bench_report_text(r);
+  EXPECT_EQ(text.find("attention's"), std::string::npos) << text;
+  EXPECT_FALSE(nlohmann::json::parse(bench_report_json(r))["compute_roofline"].contains("attention_macs_per_key"));
+  r.long_curve.context = 4000;
+  r.long_curve.seconds = r.long_curve.min_seconds = {0.05, 0.1};
+  r.long_curve.cost = r.long_curve.min_cost = r.long_curve.paired_cost = {1.0, 2.0};
+  text = bench_report_text(r);
+  EXPECT_NE(text.find("at context 4000: attention's 65536 f32 multiply-adds per visible key make a row's products "
+                      "5.1221 ms at peak; c(M) >= max(1, 0.102 M) there"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("measured: t(2) = 100.000 ms at context 4000 -> the products of its 2 rows (weights and attention) "
+                      "ran at 10% of peak"),
+            std::string::npos) << text;
+  const auto j = nlohmann::json::parse(bench_report_json(r))["compute_roofline"];
+  EXPECT_EQ(j["attention_macs_per_key"].get<double>(), 65536.0);
+  EXPECT_NEAR(j["long_rows_floor_seconds"].get<double>(), 5e-3 + 65536.0 * 8003 / 100e9, 1e-12);
 }
 
 // Calls that the thread pool's stall back-off ran on one thread make a warning (the figures
