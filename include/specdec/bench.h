@@ -211,7 +211,8 @@ struct BenchReport {
   // Attention's f32 multiply-adds per visible key of one row: n_layers * n_heads * head_dim * 2
   // (the score q.k and the weighted sum p v). A row at context C adds C times this to its
   // products, which at 4k keys of the 1B shape (268 M) cost more at the FMA peak than the
-  // weights' 8-bit products (long_row_floor_seconds).
+  // weights' 8-bit products: the long context's roofline lines (text) and
+  // compute_roofline.long_rows_floor_seconds (JSON) add them. 0: not measured.
   double attention_macs_per_key = 0;
 
   // Cost curves and prefill
