@@ -412,17 +412,24 @@ TEST(BenchRun, RejectsBadOptionsNamingThem) {
   expect_error(o, "context of 128");
 }
 
-// The roofline lines: shares of the peak from the curve and prefill, and a warning when a share
-// exceeds 100% (the probe was slowed; a figure nobody should quote).
-TEST(BenchReportText, ComputeShareAbove100PercentIsFlagged) {
+// A report with the roofline's inputs: peaks of 400 (8-bit) and 100 (f32) GMAC/s, 1 G 8-bit
+// multiply-adds per row (2.5 ms at peak), a 25 ms decode and a 2-row curve of 25 and 30 ms.
+BenchReport roofline_report() {
   BenchReport r;
   r.compute_peak = {400.0, 100.0, "vpdpbusd zmm", "vfmadd231ps zmm"};
   r.int8_macs_per_row = 1e9;
   r.row_floor_seconds = 1e9 / 400e9;  // 2.5 ms
   r.decode_seconds = 0.025;
-  r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};  // 2 rows: 5 ms of products in 30 ms = 17%
+  r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};
   r.short_curve.cost = r.short_curve.min_cost = r.short_curve.paired_cost = {1.0, 1.2};
-  r.prefill_tps = 200;                    // 200 x 2.5 ms = 50%
+  return r;
+}
+
+// The roofline lines: shares of the peak from the curve and prefill, and a warning when a share
+// exceeds 100% (the probe was slowed; a figure nobody should quote).
+TEST(BenchReportText, ComputeShareAbove100PercentIsFlagged) {
+  BenchReport r = roofline_report();  // 2 rows: 5 ms of products in 30 ms = 17%
+  r.prefill_tps = 200;  // 200 x 2.5 ms = 50%
   std::string text = bench_report_text(r);
   EXPECT_NE(text.find("ran at 17% of peak; prefill at 50%"), std::string::npos) << text;
   EXPECT_EQ(text.find("WARNING: a share above 100%"), std::string::npos) << text;
@@ -440,14 +447,8 @@ TEST(BenchReportText, ComputeShareAbove100PercentIsFlagged) {
 // decode, against which 2.5 ms of products per row bound c(M) >= 0.125 M and prefill <= 8x;
 // without a probe the line is left out.
 TEST(BenchReportText, RooflineAtTheProbesBandwidth) {
-  BenchReport r;
-  r.compute_peak = {400.0, 100.0, "vpdpbusd zmm", "vfmadd231ps zmm"};
-  r.int8_macs_per_row = 1e9;
-  r.row_floor_seconds = 1e9 / 400e9;  // 2.5 ms
-  r.decode_seconds = 0.025;           // 40 GB/s
-  r.weight_bytes = 1000000000;
-  r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};
-  r.short_curve.cost = r.short_curve.min_cost = r.short_curve.paired_cost = {1.0, 1.2};
+  BenchReport r = roofline_report();
+  r.weight_bytes = 1000000000;  // read in the 25 ms decode: 40 GB/s
   std::string text = bench_report_text(r);
   EXPECT_EQ(text.find("at the probe's bandwidth"), std::string::npos) << text;
   EXPECT_FALSE(nlohmann::json::parse(bench_report_json(r))["compute_roofline"].contains("decode_seconds_at_probe"));
@@ -465,14 +466,8 @@ TEST(BenchReportText, RooflineAtTheProbesBandwidth) {
 // plus the 2.5 ms of weights: 5.122 ms against a 50 ms t(1), c(M) >= 0.102 M; the 2 rows see
 // 8003 keys, 10.245 ms of products in 100 ms = 10%. Without a long curve, no line.
 TEST(BenchReportText, LongContextRooflineAddsAttention) {
-  BenchReport r;
-  r.compute_peak = {400.0, 100.0, "vpdpbusd zmm", "vfmadd231ps zmm"};
-  r.int8_macs_per_row = 1e9;
-  r.row_floor_seconds = 1e9 / 400e9;  // 2.5 ms
-  r.decode_seconds = 0.025;
+  BenchReport r = roofline_report();
   r.attention_macs_per_key = 65536;
-  r.short_curve.seconds = r.short_curve.min_seconds = {0.025, 0.03};
-  r.short_curve.cost = r.short_curve.min_cost = r.short_curve.paired_cost = {1.0, 1.2};
   std::string text = bench_report_text(r);
   EXPECT_EQ(text.find("attention's"), std::string::npos) << text;
   EXPECT_FALSE(nlohmann::json::parse(bench_report_json(r))["compute_roofline"].contains("attention_macs_per_key"));
