@@ -43,16 +43,21 @@ ThreadPool& pool() {
   return p;
 }
 
+// The label of every run: the ISA and the thread count.
+void set_label(benchmark::State& state) {
+  state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
+}
+
 // Every benchmark reports the same counters, which Google Benchmark's CSV reporter requires of
 // runs written to one file (a name first seen after the header aborts the program, as a filter
 // that mixed matmul and layer_calls runs did): "GB", bytes read per second of wall time (shown
 // as a rate), and "GB/cpu_s", per second of the calling thread's CPU time since cpu_start
-// (meaningful with --threads=1); and the label naming the ISA and the thread count.
+// (meaningful with --threads=1); and the label.
 void report(benchmark::State& state, double bytes_per_iteration, double cpu_start) {
   const double gb = bytes_per_iteration * static_cast<double>(state.iterations()) / 1e9;
   state.counters["GB"] = benchmark::Counter(gb, benchmark::Counter::kIsRate);
   state.counters["GB/cpu_s"] = gb / (thread_cpu_seconds() - cpu_start);
-  state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
+  set_label(state);
 }
 
 void set_fp16(uint8_t* block, size_t offset, float v) {
@@ -272,7 +277,7 @@ void bm_bandwidth(benchmark::State& state) {
   // GB/s, not a rate over this run's wall time (five passes and the buffer's first touch).
   state.counters["GB"] = gbs;
   state.counters["GB/cpu_s"] = gbs;
-  state.SetLabel(std::string(isa_name(active_isa())) + " threads=" + std::to_string(pool().size()));
+  set_label(state);
 }
 
 // Console output plus the c(M) table at the end.
