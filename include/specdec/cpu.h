@@ -10,14 +10,27 @@
 
 namespace specdec {
 
-enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+// Avx2Vnni is the AVX2 target with its int8 products on 256-bit `vpdpbusd` (one instruction per
+// 4 byte products and lane, where AVX2 needs vpmaddubsw + vpmaddwd + an add): the same exact
+// integer sums, so the same bits as Avx2 (docs/DESIGN.md). It runs the AVX-VNNI (VEX) encoding
+// on CPUs with AVX-VNNI (Intel Alder Lake and later client cores and E-core Xeons, which have no
+// AVX-512; AMD Zen 5), else the EVEX encoding of AVX-512 VNNI + VL: every CPU with the Avx512
+// target can run it, so the targets stay ordered (each CPU supports every target below its best).
+enum class Isa { Scalar = 0, Avx2 = 1, Avx2Vnni = 2, Avx512 = 3 };
 
-const char* isa_name(Isa isa);
-// Best target this CPU and build support (AVX-512 needs F, BW, VL, DQ, VNNI; AVX2 needs AVX2, FMA, F16C).
+const char* isa_name(Isa isa);  // "scalar", "avx2", "avx2vnni", "avx512"
+// The target whose kernels run everything but the quantized products: Avx2 for Avx2Vnni,
+// else isa itself.
+inline Isa vector_isa(Isa isa) { return isa == Isa::Avx2Vnni ? Isa::Avx2 : isa; }
+// Best target this CPU and build support (AVX-512 needs F, BW, VL, DQ, VNNI; AVX2 needs AVX2, FMA,
+// F16C; Avx2Vnni those plus AVX-VNNI, or the AVX-512 target's features).
 Isa detected_isa();
+// Whether Avx2Vnni runs the VEX (AVX-VNNI) encoding here; false: the EVEX one (or none).
+bool avx_vnni_detected();
 // Every target usable here, scalar first.
 std::vector<Isa> supported_isas();
-// The target kernels dispatch to now (default detected_isa(), or SPECDEC_ISA=scalar|avx2|avx512).
+// The target kernels dispatch to now (default detected_isa(), or
+// SPECDEC_ISA=scalar|avx2|avx2vnni|avx512).
 Isa active_isa();
 // Forces a target (must be supported); returns the previous one. For tests and benchmarks.
 Isa set_active_isa(Isa isa);
@@ -44,7 +57,8 @@ AmxUse amx_use();
 AmxUse set_amx_use(AmxUse use);
 // amx_use() != AmxUse::Off.
 bool amx_active();
-// "avx512+amx" when the AVX-512 target is active with AMX, else isa_name(active_isa()).
+// "avx512+amx" when the AVX-512 target is active with AMX, "avx2vnni(evex)" for Avx2Vnni in the
+// EVEX encoding, else isa_name(active_isa()).
 std::string active_isa_label();
 
 // How a decode (a product of one activation row) prefetches the weights of repacked matrices.

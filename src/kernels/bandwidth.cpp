@@ -66,7 +66,7 @@ double ReadBandwidthProbe::pass() {
   using ReadFn = uint64_t (*)(const uint8_t*, size_t);
   ReadFn plain = read_scalar, prefetching = nullptr;  // the scalar path has no prefetching loop
   if (active_isa() == Isa::Avx512) plain = read_avx512, prefetching = read_avx512_prefetch;
-  if (active_isa() == Isa::Avx2) plain = read_avx2, prefetching = read_avx2_prefetch;
+  if (vector_isa(active_isa()) == Isa::Avx2) plain = read_avx2, prefetching = read_avx2_prefetch;
   const double gbs = read_pass(plain);
   return prefetching ? std::max(gbs, read_pass(prefetching)) : gbs;
 }

@@ -74,9 +74,12 @@ ComputePeak measure_compute_peak(ThreadPool& pool, int passes, double pass_secon
                                   {f32_loop_avx512, kF32MacsAvx512, "vfmadd231ps zmm"}};
   static const IsaFamilies avx2{{int8_loop_avx2, kInt8MacsAvx2, "vpmaddubsw+vpaddw ymm"},
                                 {f32_loop_avx2, kF32MacsAvx2, "vfmadd231ps ymm"}};
+  static const IsaFamilies avx_vnni{{int8_loop_avx_vnni, kInt8MacsVnni256, "vpdpbusd ymm"}, avx2.f32};
+  static const IsaFamilies evex_vnni{{int8_loop_evex_vnni256, kInt8MacsVnni256, "vpdpbusd ymm (evex)"}, avx2.f32};
   const IsaFamilies* families = nullptr;  // none on the scalar path: no roofline for the reference
   switch (active_isa()) {
     case Isa::Avx512: families = &avx512; break;
+    case Isa::Avx2Vnni: families = avx_vnni_detected() ? &avx_vnni : &evex_vnni; break;
     case Isa::Avx2: families = &avx2; break;
     case Isa::Scalar: break;
   }

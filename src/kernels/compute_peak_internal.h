@@ -13,10 +13,13 @@ constexpr int64_t kInt8MacsAvx512 = kChains * 64;  // vpdpbusd zmm: 16 lanes x 4
 constexpr int64_t kF32MacsAvx512 = kChains * 16;   // vfmadd231ps zmm
 constexpr int64_t kInt8MacsAvx2 = kChains * 32;    // vpmaddubsw ymm: 32 byte products (+ vpaddw)
 constexpr int64_t kF32MacsAvx2 = kChains * 8;      // vfmadd231ps ymm
+constexpr int64_t kInt8MacsVnni256 = kChains * 32;  // vpdpbusd ymm: 8 lanes x 4 byte products
 
 uint64_t int8_loop_avx512(int64_t iterations);
 uint64_t f32_loop_avx512(int64_t iterations);
 uint64_t int8_loop_avx2(int64_t iterations);
 uint64_t f32_loop_avx2(int64_t iterations);
+uint64_t int8_loop_avx_vnni(int64_t iterations);      // {vex} vpdpbusd ymm (AVX-VNNI)
+uint64_t int8_loop_evex_vnni256(int64_t iterations);  // {evex} vpdpbusd ymm (AVX-512 VNNI + VL)
 
 }  // namespace specdec::compute_peak_detail

@@ -172,7 +172,7 @@ bool needs_row_major_copy(const WeightMatrix& w) {
     throw Error("matmul: bad repacked matrix (layout " + std::to_string(static_cast<int>(w.layout)) + ", type " +
                 dtype_name(w.type) + ")");
   if (w.layout == WeightLayout::FloatRows8) return active_isa() == Isa::Scalar;  // both SIMD paths read it
-  return active_isa() != (is_tiles16(w.layout) ? Isa::Avx512 : Isa::Avx2);
+  return vector_isa(active_isa()) != (is_tiles16(w.layout) ? Isa::Avx512 : Isa::Avx2);
 }
 
 void matmul_row_major_copy(const WeightMatrix& w, const float* x, int M, float* y, ThreadPool* pool) {
@@ -255,12 +255,13 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     return;
   }
   void (*quantize_fn)(const float*, int, int64_t, const QuantizedActs&) = quantize_activations;
-  if (active_isa() == Isa::Avx512) quantize_fn = quantize_activations_avx512;
-  if (active_isa() == Isa::Avx2) quantize_fn = quantize_activations_avx2;
+  const Isa isa = active_isa();
+  if (isa == Isa::Avx512) quantize_fn = quantize_activations_avx512;
+  if (vector_isa(isa) == Isa::Avx2) quantize_fn = quantize_activations_avx2;
   QuantizedActs acts;
   // AMX (and its block-major activation terms) only when a matrix of the group goes to it.
   bool amx = false;
-  if (active_isa() == Isa::Avx512 && M >= kAmxMinRows) {
+  if (isa == Isa::Avx512 && M >= kAmxMinRows) {
     const AmxUse use = amx_use();
     for (int i = 0; i < n_outputs; ++i) amx = amx || amx_takes(outputs[i].w->type, use);
   }
@@ -268,12 +269,17 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
   // Float matrices at prefill-sized M read one aligned copy of the rows, made with the rows'
   // other steps below (BENCHMARKS 45a: it had been made per block of outputs, 9% of the time).
   const bool float_blocked =
-      any_float && active_isa() != Isa::Scalar && M >= float_blocked_min_rows(active_isa()) && n_in % 16 == 0;
+      any_float && isa != Isa::Scalar && M >= float_blocked_min_rows(isa) && n_in % 16 == 0;
   FloatBlockScratch float_rows;
   if (float_blocked) float_rows = thread_float_rows(M, n_in);
   void (*range_fn)(const RangeJob&) = matmul_range_scalar;
-  switch (active_isa()) {
+  Avx2Products avx2_products = Avx2Products::Maddubs;
+  switch (isa) {
     case Isa::Avx512: range_fn = amx ? matmul_range_amx : matmul_range_avx512; break;
+    case Isa::Avx2Vnni:
+      avx2_products = avx_vnni_detected() ? Avx2Products::AvxVnni : Avx2Products::EvexVnni;
+      range_fn = matmul_range_avx2;
+      break;
     case Isa::Avx2: range_fn = matmul_range_avx2; break;
     case Isa::Scalar: break;
   }
@@ -284,6 +290,7 @@ void matmul_group(const MatmulOutput* outputs, int n_outputs, const float* x, in
     const WeightMatrix& w = *outputs[i].w;
     RangeJob& b = bases[i];
     b.w = &w;
+    b.avx2_products = avx2_products;
     b.x = x;
     b.M = M;
     b.decode_prefetch = decode_prefetch();

@@ -1,5 +1,5 @@
 // AVX2 (+FMA, F16C) path of matmul. Compiled with the AVX2 flags; reached only through
-// active_isa() == Isa::Avx2. Only raw pointers cross this file's boundary.
+// vector_isa(active_isa()) == Isa::Avx2. Only raw pointers cross this file's boundary.
 //
 // Per-row operation order (fixed for every M, tile position and thread count):
 //  - float weights: one accumulator of 8 lanes, acc = fma(w, x, acc) per 8 values in order,
@@ -292,12 +292,27 @@ void float_range(const RangeJob& job) {
   }
 }
 
+// One build of the quantized kernels (Avx2Products, matmul_internal.h).
+struct QuantKernels {
+  bool (*tiled)(const RangeJob&);
+  void (*repacked_q8_0)(const RangeJob&);
+  void (*repacked_legacy)(const RangeJob&);
+  void (*repacked_q6_k)(const RangeJob&);
+};
+#define SPECDEC_QUANT_KERNELS(suffix)                                                                   \
+  QuantKernels{matmul_range_tiled_avx2##suffix, matmul_range_repacked_avx2##suffix,                    \
+               matmul_range_repacked_legacy_avx2##suffix, matmul_range_repacked_q6k_avx2##suffix}
+const QuantKernels kQuantKernels[] = {SPECDEC_QUANT_KERNELS(), SPECDEC_QUANT_KERNELS(_avxvnni),
+                                      SPECDEC_QUANT_KERNELS(_evexvnni)};  // by Avx2Products
+#undef SPECDEC_QUANT_KERNELS
+
 }  // namespace
 
 void matmul_range_avx2(const RangeJob& job) {
-  if (job.w->layout == WeightLayout::Q8_0Tiles8) return matmul_range_repacked_avx2(job);
-  if (job.w->layout == WeightLayout::Blocks32PairTiles8) return matmul_range_repacked_legacy_avx2(job);
-  if (job.w->layout == WeightLayout::Q6KTiles8) return matmul_range_repacked_q6k_avx2(job);
+  const QuantKernels& quant = kQuantKernels[static_cast<int>(job.avx2_products)];
+  if (job.w->layout == WeightLayout::Q8_0Tiles8) return quant.repacked_q8_0(job);
+  if (job.w->layout == WeightLayout::Blocks32PairTiles8) return quant.repacked_legacy(job);
+  if (job.w->layout == WeightLayout::Q6KTiles8) return quant.repacked_q6_k(job);
   switch (job.w->type) {
     case DType::F32: float_range<DType::F32>(job); break;
     case DType::F16: float_range<DType::F16>(job); break;
@@ -305,7 +320,7 @@ void matmul_range_avx2(const RangeJob& job) {
     default:
       // every quantized type: weights read in place; a type without a tile would take the
       // scalar path (correct, slow: none today)
-      if (!matmul_range_tiled_avx2(job)) matmul_range_scalar(job);
+      if (!quant.tiled(job)) matmul_range_scalar(job);
       break;
   }
 }

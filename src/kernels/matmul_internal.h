@@ -316,7 +316,7 @@ struct OneRowBlock : RowBlock {
 constexpr int kFloatBlockedMinRowsAvx512 = 32;
 constexpr int kFloatBlockedMinRowsAvx2 = 64;
 inline int float_blocked_min_rows(Isa isa) {
-  return isa == Isa::Avx512 ? kFloatBlockedMinRowsAvx512 : kFloatBlockedMinRowsAvx2;
+  return vector_isa(isa) == Isa::Avx512 ? kFloatBlockedMinRowsAvx512 : kFloatBlockedMinRowsAvx2;
 }
 constexpr int64_t kFloatBlockWeights = 64;   // weight rows (outputs) per block
 constexpr int64_t kFloatBlockValues = 1024;  // input values per block
@@ -336,8 +336,14 @@ struct FloatBlockScratch {
 };
 
 // Everything one thread needs to compute outputs [o_begin, o_end) of all M rows.
+// Which build of the AVX2 path's quantized kernels a call runs (matmul_avx2_rows.h): vpmaddubsw
+// products (Isa::Avx2), or vpdpbusd ones (Isa::Avx2Vnni) in the AVX-VNNI or the EVEX encoding.
+// The same bits in all three.
+enum class Avx2Products { Maddubs = 0, AvxVnni = 1, EvexVnni = 2 };
+
 struct RangeJob {
   const WeightMatrix* w = nullptr;
+  Avx2Products avx2_products = Avx2Products::Maddubs;  // on the AVX2 path
   const float* x = nullptr;      // (M, n_in) for float weights
   int M = 0;
   DecodePrefetch decode_prefetch = DecodePrefetch::Light;  // for M = 1 (cpu.h)
@@ -378,6 +384,17 @@ void matmul_range_repacked_legacy_avx2(const RangeJob& job);
 // matrix with the in-place AVX2 Q6_K tile's values, integer sums and float steps (the same bits).
 // job.o_begin must be a multiple of 8 (matmul's chunks are multiples of 16).
 void matmul_range_repacked_q6k_avx2(const RangeJob& job);
+
+// The four AVX2 quantized kernels above built again with vpdpbusd products (Avx2Products):
+// suffix _avxvnni for the AVX-VNNI (VEX) encoding, _evexvnni for the EVEX one. The same bits.
+#define SPECDEC_DECLARE_AVX2_QUANT_KERNELS(suffix)                \
+  bool matmul_range_tiled_avx2##suffix(const RangeJob& job);      \
+  void matmul_range_repacked_avx2##suffix(const RangeJob& job);   \
+  void matmul_range_repacked_legacy_avx2##suffix(const RangeJob& job); \
+  void matmul_range_repacked_q6k_avx2##suffix(const RangeJob& job);
+SPECDEC_DECLARE_AVX2_QUANT_KERNELS(_avxvnni)
+SPECDEC_DECLARE_AVX2_QUANT_KERNELS(_evexvnni)
+#undef SPECDEC_DECLARE_AVX2_QUANT_KERNELS
 
 // The repacked Q6_K kernel of the AVX-512 path (matmul_repacked_q6k_avx512.cpp): job's outputs
 // from a Q6KTiles16 matrix with the in-place AVX-512 Q6_K tile's values, integer sums and float

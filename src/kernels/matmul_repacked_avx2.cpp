@@ -18,10 +18,13 @@ namespace specdec::matmul_detail {
 
 namespace {
 
-// Pairs prefetched ahead of the current one: about one memory latency of work, which shrinks
-// as each pair feeds more activation rows (measured on Zen 3, docs/BENCHMARKS.md section 14:
-// no prefetch cost 1.2-1.6x at every M; 16 pairs ahead was best at M = 1, 2-8 at M = 5-9).
-inline int64_t prefetch_pairs(int n_rows) { return n_rows >= 8 ? 2 : (16 + n_rows - 1) / n_rows; }
+// Pairs prefetched ahead of the current one: 16 (8.5 KiB). M = 1 into L1 (or L2:
+// DecodePrefetch), several rows into L2. Measured on Zen 3 (docs/BENCHMARKS.md section 14: no
+// prefetch cost 1.2-1.6x at every M; 16 pairs ahead was best at M = 1), and on a Zen 4 VM
+// (section 51), where the former 2-8 pairs ahead into L1 at M = 2-9 left the vpdpbusd build
+// waiting on memory: the 1B layers' Q8_0 matmuls from memory took 0.65-0.7x the time at M = 5
+// and 9 with 16 pairs into L2 (vpmaddubsw 0.9-0.95x).
+constexpr int64_t kPrefetchPairs = 16;
 
 template <_mm_hint kHint = _MM_HINT_T0>
 [[gnu::always_inline]] inline void prefetch_pair(const uint8_t* p) {
@@ -38,7 +41,7 @@ template <_mm_hint kHint = _MM_HINT_T0>
 // where a 3-row verify took 49-52 ms: the L1 prefetches were what made a decode slow there).
 template <_mm_hint kHint>
 void q8_0_repacked_tile_1row(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb, __m256* acc) {
-  const int64_t ahead = prefetch_pairs(1) * kQ8PairBytes;
+  const int64_t ahead = kPrefetchPairs * kQ8PairBytes;
   const int8_t* a_row = rb.values(0);
   __m256 acc0 = acc[0];
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -61,11 +64,12 @@ void q8_0_repacked_tile_1row(const uint8_t* tile, int64_t n_blocks, const RowBlo
 // across the rows and reloaded them from the stack for every row: ~70 instructions per row and
 // block against ~50 here (docs/BENCHMARKS.md section 38). Per (row, output) the same exact integer sum per block (any order
 // gives it) and the same float step in block order, so the same bits.
-// ahead: bytes ahead of each pair prefetched (0: none, for a group that re-reads cached pairs).
+// ahead: bytes ahead of each pair prefetched (0: none, for a group that re-reads cached pairs),
+// into L2 (into_l2: one group over the whole tile) or L1 (the next chunk of several groups).
 template <int G>
 void q8_0_repacked_group(const uint8_t* tile, int64_t b_begin, int64_t b_end, const RowBlock& rb, int g0,
-                         int64_t ahead, __m256* acc) {
-  const __m256i ones = _mm256_set1_epi16(1);
+                         int64_t ahead, bool into_l2, __m256* acc) {
+  [[maybe_unused]] const __m256i ones = _mm256_set1_epi16(1);
   const int8_t* a[G];   // (G) the rows' quantized values, (n_pad) each
   const float* da[G];   // (G) the rows' block scales, (n_pad / 32) each
   __m256 sum[G];        // (G) accumulators: 8 outputs each
@@ -77,12 +81,39 @@ void q8_0_repacked_group(const uint8_t* tile, int64_t b_begin, int64_t b_end, co
   }
   for (int64_t b = b_begin; b < b_end; ++b) {
     const uint8_t* pair = tile + (b / 2) * kQ8PairBytes;
-    if (ahead != 0 && b % 2 == 0) prefetch_pair(pair + ahead);  // past the matrix's end: harmless (never faults)
+    if (ahead != 0 && b % 2 == 0) {  // past the matrix's end: harmless (never faults)
+      if (into_l2) {
+        prefetch_pair<_MM_HINT_T1>(pair + ahead);
+      } else {
+        prefetch_pair<_MM_HINT_T0>(pair + ahead);
+      }
+    }
     const uint8_t* values = pair + 32 + (b % 2) * 256;  // (8 vectors of 32 bytes)
     __m256i s[G];  // (G) exact integer dot products of this block, 8 lanes each
+#if SPECDEC_AVX2_VNNI
+    // q + 128 as u8 times a, from -128 sum(a): S with one vpdpbusd per vector and row. Up to 6
+    // rows, each sums in two chains (even and odd k): a chain of 8 vpdpbusd waits ~4 cycles per
+    // step, and the products issue 2 per cycle, so fewer than ~8 chains leave them idle.
+    constexpr bool kTwoChains = G <= 6;
+    __m256i odd[kTwoChains ? G : 1];  // (G) the odd k's sums
+    #pragma GCC unroll 12
+    for (int r = 0; r < G; ++r) {
+      s[r] = _mm256_set1_epi32(rb.neg128_sum32(g0 + r, b));
+      if constexpr (kTwoChains) odd[r] = _mm256_setzero_si256();
+    }
+#endif
     #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
       const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(values + 32 * k));
+#if SPECDEC_AVX2_VNNI
+      const __m256i v_biased = _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));
+      #pragma GCC unroll 12
+      for (int r = 0; r < G; ++r) {
+        __m256i& chain = kTwoChains && k % 2 == 1 ? odd[r] : s[r];
+        chain = dpbusd(chain, v_biased, bcast4(a[r] + 32 * b + 4 * k));
+        __asm__("" : "+x"(chain));  // chains per row, as below
+      }
+#else
       const __m256i v_abs = _mm256_sign_epi8(v, v);  // |q| as u8 (-128 -> 128)
       #pragma GCC unroll 12
       for (int r = 0; r < G; ++r) {
@@ -92,7 +123,14 @@ void q8_0_repacked_group(const uint8_t* tile, int64_t b_begin, int64_t b_end, co
         // 8 G products into trees, kept them all live and spilled them (and the accumulators).
         __asm__("" : "+x"(s[r]));
       }
+#endif
     }
+#if SPECDEC_AVX2_VNNI
+    if constexpr (kTwoChains) {
+      #pragma GCC unroll 12
+      for (int r = 0; r < G; ++r) s[r] = _mm256_add_epi32(s[r], odd[r]);
+    }
+#endif
     const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(pair + (b % 2) * 16)));
     #pragma GCC unroll 12
     for (int r = 0; r < G; ++r) scale_block(s[r], da[r][b], d, sum[r]);
@@ -120,9 +158,9 @@ static_assert(kMaxGroupRows <= 12);
 
 // Several rows: ceil(R / kMaxGroupRows) groups, as even as possible (9 = one group, 17 = 8 + 9,
 // 64 = 10 + 10 + 11 + 11 + 11 + 11), so every group has 2 to 12 rows. One group runs over the
-// whole tile, prefetching as the row-at-a-time loop did; several take the tile a chunk at a
-// time, all groups per chunk, the first prefetching the next chunk (a chunk of all R rows is
-// ~R x 0.1 µs of work, above a memory latency from R = 2).
+// whole tile, prefetching kPrefetchPairs ahead into L2; several take the tile a chunk at a
+// time, all groups per chunk, the first prefetching the next chunk into L1 (a chunk of all R
+// rows is ~R x 0.1 µs of work, above a memory latency from R = 2).
 void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb, DecodePrefetch decode, __m256* acc) {
   if (rb.R == 1) {
     if (stream_tiles_prefetch_deep(decode)) return q8_0_repacked_tile_1row<_MM_HINT_T1>(tile, n_blocks, rb, acc);
@@ -139,19 +177,19 @@ void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& r
   for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
     const int64_t c1 = c0 + chunk < n_blocks ? c0 + chunk : n_blocks;
     for (int g = 0, g0 = 0; g < n_groups; g0 += sizes[g], ++g) {
-      const int64_t ahead = one_group ? prefetch_pairs(rb.R) * kQ8PairBytes : g == 0 ? chunk / 2 * kQ8PairBytes : 0;
+      const int64_t ahead = one_group ? kPrefetchPairs * kQ8PairBytes : g == 0 ? chunk / 2 * kQ8PairBytes : 0;
       switch (sizes[g]) {
-        case 2: q8_0_repacked_group<2>(tile, c0, c1, rb, g0, ahead, acc); break;
-        case 3: q8_0_repacked_group<3>(tile, c0, c1, rb, g0, ahead, acc); break;
-        case 4: q8_0_repacked_group<4>(tile, c0, c1, rb, g0, ahead, acc); break;
-        case 5: q8_0_repacked_group<5>(tile, c0, c1, rb, g0, ahead, acc); break;
-        case 6: q8_0_repacked_group<6>(tile, c0, c1, rb, g0, ahead, acc); break;
-        case 7: q8_0_repacked_group<7>(tile, c0, c1, rb, g0, ahead, acc); break;
-        case 8: q8_0_repacked_group<8>(tile, c0, c1, rb, g0, ahead, acc); break;
-        case 9: q8_0_repacked_group<9>(tile, c0, c1, rb, g0, ahead, acc); break;
-        case 10: q8_0_repacked_group<10>(tile, c0, c1, rb, g0, ahead, acc); break;
-        case 11: q8_0_repacked_group<11>(tile, c0, c1, rb, g0, ahead, acc); break;
-        default: q8_0_repacked_group<12>(tile, c0, c1, rb, g0, ahead, acc); break;
+        case 2: q8_0_repacked_group<2>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
+        case 3: q8_0_repacked_group<3>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
+        case 4: q8_0_repacked_group<4>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
+        case 5: q8_0_repacked_group<5>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
+        case 6: q8_0_repacked_group<6>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
+        case 7: q8_0_repacked_group<7>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
+        case 8: q8_0_repacked_group<8>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
+        case 9: q8_0_repacked_group<9>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
+        case 10: q8_0_repacked_group<10>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
+        case 11: q8_0_repacked_group<11>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
+        default: q8_0_repacked_group<12>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
       }
     }
   }
@@ -159,7 +197,7 @@ void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& r
 
 }  // namespace
 
-void matmul_range_repacked_avx2(const RangeJob& job) {
+void SPECDEC_AVX2_KERNEL(matmul_range_repacked_avx2)(const RangeJob& job) {
   const int64_t n_blocks = job.w->n_in / 32;
   const DecodePrefetch decode = job.decode_prefetch;
   for_each_repacked_tile(job, q8_tile_bytes(job.w->n_in), [n_blocks, decode](const uint8_t* tile, const RowBlock& rb, __m256* acc) {

@@ -131,16 +131,34 @@ constexpr int64_t kChunkBlocks = 16;
 // G rows (rb's g0 .. g0 + G - 1) over the built blocks [c0, c1) (chunk[b - c0]), accumulators
 // acc[g0 ..] held in registers over the chunk. k outer, rows inner: int16 sums over 4 values'
 // vectors (five-bit: <= 4 * 7874) or all 8 (nibbles: <= 8 * 3810), widened by madd, then the
-// block's float step: the exact S of five_bit_block_dot / nibble_block_dot.
+// block's float step: the exact S of five_bit_block_dot / nibble_block_dot. The Avx2Vnni
+// builds: one vpdpbusd chain per row instead (the same S).
 template <bool kFiveBit, bool kMin, int G>
 void legacy_group(const LegacyBlock* chunk, int64_t c0, int64_t c1, const RowBlock& rb, int g0, __m256* acc) {
-  const __m256i ones = _mm256_set1_epi16(1);
   const int8_t* a[G];  // (G) the rows' quantized values, (n_pad) each
   __m256 sum[G];       // (G) accumulators: 8 outputs each
   #pragma GCC unroll 4
   for (int r = 0; r < G; ++r) a[r] = rb.values(g0 + r), sum[r] = acc[g0 + r];
   for (int64_t b = c0; b < c1; ++b) {
     const LegacyBlock& w = chunk[b - c0];
+#if SPECDEC_AVX2_VNNI
+    __m256i s32[G], odd[G];  // (G) int32 sums of the even and odd k: two chains per row (latency)
+    #pragma GCC unroll 4
+    for (int r = 0; r < G; ++r) s32[r] = odd[r] = _mm256_setzero_si256();
+    #pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m256i v = _mm256_load_si256(&w.v[k]);
+      #pragma GCC unroll 4
+      for (int r = 0; r < G; ++r) {
+        __m256i& chain = k % 2 == 0 ? s32[r] : odd[r];
+        chain = dpbusd(chain, v, bcast4(a[r] + 32 * b + 4 * k));
+        __asm__("" : "+x"(chain));  // chains per row, as below
+      }
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < G; ++r) s32[r] = _mm256_add_epi32(s32[r], odd[r]);
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
     __m256i s16[G], s32[G];  // (G) int16 partial sums, int32 sums: 8 lanes each
     #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
@@ -157,6 +175,7 @@ void legacy_group(const LegacyBlock* chunk, int64_t c0, int64_t c1, const RowBlo
         }
       }
     }
+#endif
     #pragma GCC unroll 4
     for (int r = 0; r < G; ++r) legacy_step<kFiveBit, kMin>(s32[r], w, rb, g0 + r, b, sum[r]);
   }
@@ -203,7 +222,7 @@ void legacy_range(const RangeJob& job) {
 
 }  // namespace
 
-void matmul_range_repacked_legacy_avx2(const RangeJob& job) {
+void SPECDEC_AVX2_KERNEL(matmul_range_repacked_legacy_avx2)(const RangeJob& job) {
   switch (job.w->type) {
     case DType::Q4_0: return legacy_range<false, false>(job);
     case DType::Q4_1: return legacy_range<false, true>(job);

@@ -14,8 +14,6 @@
 //   S0, S1 = sum((u - 32) * a) over the block's two groups of 16 (the -32 sum(a) from
 //   neg32_sums16, exact); f = fma(float(S0), d * sc_2b, float(S1) * (d * sc_2b+1));
 //   acc = fma(f, da_b, acc).
-// The group dot repeats six_bit_group_dot of that file on purpose: sharing helpers between the
-// in-place file and a repacked one changed GCC's inlining of the in-place tiles (section 38e).
 #include <immintrin.h>
 
 #include "kernels/matmul_avx2_rows.h"
@@ -50,15 +48,6 @@ inline void block_values(const uint8_t* unit, int j, __m256i* v) {
 inline __m256 group_scale(const uint8_t* unit, __m256 d, int g) {
   const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(unit + kQ6kScalesOffset + 8 * g));
   return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
-}
-
-// Integer dot product of 16 activation values at a with 4 vectors of unsigned values < 64,
-// starting from init: pairs of maddubs summed in int16 (<= 2 * 16002), then widened.
-inline __m256i group_dot(const __m256i* v, const int8_t* a, __m256i init) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], bcast4(a)), _mm256_maddubs_epi16(v[1], bcast4(a + 4)));
-  const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], bcast4(a + 8)), _mm256_maddubs_epi16(v[3], bcast4(a + 12)));
-  return _mm256_add_epi32(init, _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones)));
 }
 
 // Weight prefetch; a thread's tiles are one sequential stream (docs/BENCHMARKS.md section 40:
@@ -99,8 +88,8 @@ void q6k_tile(const uint8_t* tile, int64_t n_super, const RB& rb, __m256* acc) {
       const int64_t b = 8 * s + j;
       for (int r = 0; r < rb.R; ++r) {
         const int8_t* a = rb.values(r) + 32 * b;
-        const __m256i s0 = group_dot(v, a, _mm256_set1_epi32(rb.neg32_sum16(r, 2 * b)));
-        const __m256i s1 = group_dot(v + 4, a + 16, _mm256_set1_epi32(rb.neg32_sum16(r, 2 * b + 1)));
+        const __m256i s0 = six_bit_group_dot(v, a, _mm256_set1_epi32(rb.neg32_sum16(r, 2 * b)));
+        const __m256i s1 = six_bit_group_dot(v + 4, a + 16, _mm256_set1_epi32(rb.neg32_sum16(r, 2 * b + 1)));
         const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), ws0, _mm256_mul_ps(_mm256_cvtepi32_ps(s1), ws1));
         acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(rb.da(r, b)), acc[r]);
       }
@@ -110,7 +99,7 @@ void q6k_tile(const uint8_t* tile, int64_t n_super, const RB& rb, __m256* acc) {
 
 }  // namespace
 
-void matmul_range_repacked_q6k_avx2(const RangeJob& job) {
+void SPECDEC_AVX2_KERNEL(matmul_range_repacked_q6k_avx2)(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const int64_t n_super = w.n_in / 256;
   const int64_t tile_bytes = n_super * kQ6kUnitBytes;

@@ -187,15 +187,6 @@ void q45_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
   }
 }
 
-// Integer dot product of 16 activation values at a with 4 vectors of unsigned values < 64
-// (Q6_K q + 32), starting from init: pairs of maddubs summed in int16 (<= 2 * 16002).
-inline __m256i six_bit_group_dot(const __m256i* v, const int8_t* a, __m256i init) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], bcast4(a)), _mm256_maddubs_epi16(v[1], bcast4(a + 4)));
-  const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], bcast4(a + 8)), _mm256_maddubs_epi16(v[3], bcast4(a + 12)));
-  return _mm256_add_epi32(init, _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones)));
-}
-
 // ---- Q6_K: super-blocks of 210 bytes: ql[128] (low 4 bits), qh[64] (high 2 bits), 16 int8
 // scales (one per 16 values), binary16 d. Per 128 values n: value l (l < 32) is ql[64n + l] low
 // nibble | (qh[32n + l] bits 0-1) << 4; l + 32: ql[64n + 32 + l] low | qh bits 2-3; l + 64:
@@ -377,13 +368,18 @@ void q2_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
 }
 
 // A Chunks16Tiles8 matrix: the same tile functions over the stored chunks. One sequential stream
-// per thread; prefetched about 1.5 KiB ahead (2 super-blocks of Q4_K). M = 1 (decode) runs as a
-// OneRowBlock in its own flattened loop, its accumulator in a register (as the AVX-512 tiles).
+// per thread; prefetched 2 super-blocks ahead into L1 for one row (~2.3 KiB of Q4_K), and about
+// 8 KiB ahead into L2 for several (as the AVX-512 tiles' VerifyPrefetch::Far): on a Zen 4 VM
+// (docs/BENCHMARKS.md 51) the 1B layers' Q4_K matmuls from memory at M = 2 took 0.72x the time
+// of 2 super-blocks ahead with vpdpbusd products and 0.84x with vpmaddubsw, M = 5 0.95x, M = 9
+// the same. M = 1 (decode) runs as a OneRowBlock in its own flattened loop, its accumulator in a
+// register (as the AVX-512 tiles).
 template <int64_t kBlock>
-ChunkTile<kBlock> chunk_tile(const WeightMatrix& w, int64_t o0) {
+ChunkTile<kBlock> chunk_tile(const WeightMatrix& w, int64_t o0, int n_rows) {
+  constexpr int64_t kStride = ChunkTile<kBlock>::kStride, kFarBytes = 8192;
   ChunkTile<kBlock> t;
-  t.base = static_cast<const uint8_t*>(w.data) + (o0 / kLanes) * (w.n_in / 256) * ChunkTile<kBlock>::kStride;
-  t.prefetch_ahead = 2 * ChunkTile<kBlock>::kStride;
+  t.base = static_cast<const uint8_t*>(w.data) + (o0 / kLanes) * (w.n_in / 256) * kStride;
+  t.prefetch_ahead = n_rows == 1 ? 2 * kStride : (kFarBytes + kStride - 1) / kStride * kStride;
   return t;
 }
 
@@ -393,7 +389,7 @@ template <int64_t kBlock, typename TileFn>
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
     __m256 acc[1] = {_mm256_setzero_ps()};
-    tile_fn(chunk_tile<kBlock>(*job.w, o0), job.w->n_in / 256, rb, acc);
+    tile_fn(chunk_tile<kBlock>(*job.w, o0, 1), job.w->n_in / 256, rb, acc);
     store_outputs(acc, rb, job.y, job.w->n_out, o0, n_valid);
   }
 }
@@ -405,7 +401,7 @@ template <int64_t kBlock, typename TileFn>
   __m256 acc[kRowBlock];  // (kRowBlock) one accumulator per activation row: 8 outputs
   for (int64_t o0 = job.o_begin; o0 < job.o_end; o0 += kLanes) {
     const int n_valid = static_cast<int>(job.o_end - o0 < kLanes ? job.o_end - o0 : kLanes);
-    const ChunkTile<kBlock> t = chunk_tile<kBlock>(w, o0);
+    const ChunkTile<kBlock> t = chunk_tile<kBlock>(w, o0, job.M);
     for (int r0 = 0; r0 < job.M; r0 += kRowBlock) {
       const RowBlock rb{&job.acts, r0, min_int(kRowBlock, job.M - r0)};
       for (int r = 0; r < rb.R; ++r) acc[r] = _mm256_setzero_ps();
@@ -417,7 +413,7 @@ template <int64_t kBlock, typename TileFn>
 
 }  // namespace
 
-bool matmul_range_tiled_avx2(const RangeJob& job) {
+bool SPECDEC_AVX2_KERNEL(matmul_range_tiled_avx2)(const RangeJob& job) {
   const WeightMatrix& w = *job.w;
   const DType type = w.type;
   if (w.layout == WeightLayout::Chunks16Tiles8) {

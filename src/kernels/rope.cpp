@@ -58,7 +58,7 @@ void rope_apply_scalar(float* x, int n_heads, int head_dim, const float* cos_sin
 
 void rope_apply(float* x, int n_heads, int head_dim, const float* cos_sin, const RopeParams& p) {
   check_params(head_dim, p);
-  switch (active_isa()) {
+  switch (vector_isa(active_isa())) {
     case Isa::Avx512: kernels_detail::rope_apply_avx512(x, n_heads, head_dim, cos_sin, p); break;
     case Isa::Avx2: kernels_detail::rope_apply_avx2(x, n_heads, head_dim, cos_sin, p); break;
     default: kernels_detail::rope_apply_scalar(x, n_heads, head_dim, cos_sin, p); break;

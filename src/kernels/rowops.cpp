@@ -42,7 +42,7 @@ void rmsnorm_scalar(const float* x, const float* weight, int n, float eps, float
 }  // namespace kernels_detail
 
 void rmsnorm(const float* x, const float* weight, int n, float eps, float* y) {
-  switch (active_isa()) {
+  switch (vector_isa(active_isa())) {
     case Isa::Avx512: kernels_detail::rmsnorm_avx512(x, weight, n, eps, y); break;
     case Isa::Avx2: kernels_detail::rmsnorm_avx2(x, weight, n, eps, y); break;
     default: kernels_detail::rmsnorm_scalar(x, weight, n, eps, y); break;
@@ -63,7 +63,7 @@ void softmax(float* x, int n) {
 }
 
 void swiglu(const float* gate, const float* up, int n, float* out) {
-  switch (active_isa()) {
+  switch (vector_isa(active_isa())) {
     case Isa::Avx512: kernels_detail::swiglu_avx512(gate, up, n, out); break;
     case Isa::Avx2: kernels_detail::swiglu_avx2(gate, up, n, out); break;
     default: kernels_detail::swiglu_scalar(gate, up, n, out); break;

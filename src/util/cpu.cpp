@@ -28,6 +28,14 @@ bool os_saves_ymm() {
   return (eax & 0x6) == 0x6;
 }
 
+// AVX-VNNI: cpuid leaf 7 sub-leaf 1, eax bit 4 (the VEX form of vpdpbusd on 128/256-bit vectors).
+bool probe_avx_vnni() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || a < 1) return false;  // a: the highest sub-leaf
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+  return a & (1u << 4);
+}
+
 Isa probe() {
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return Isa::Scalar;
@@ -41,7 +49,7 @@ Isa probe() {
   // F, DQ, BW, VL and VNNI, as on Ice Lake / Cascade Lake and later Xeons and on Zen 4.
   if (avx2 && fma && f16c && avx512f && avx512dq && avx512bw && avx512vl && vnni && os_saves_zmm())
     return Isa::Avx512;
-  if (avx2 && fma && f16c) return Isa::Avx2;
+  if (avx2 && fma && f16c) return probe_avx_vnni() ? Isa::Avx2Vnni : Isa::Avx2;
   return Isa::Scalar;
 }
 
@@ -49,7 +57,8 @@ Isa initial_isa() {
   Isa best = detected_isa();
   if (const char* env = std::getenv("SPECDEC_ISA"); env && *env) {
     std::string s(env);
-    Isa want = s == "scalar" ? Isa::Scalar : s == "avx2" ? Isa::Avx2 : s == "avx512" ? Isa::Avx512 : best;
+    Isa want = s == "scalar" ? Isa::Scalar : s == "avx2" ? Isa::Avx2 : s == "avx2vnni" ? Isa::Avx2Vnni
+             : s == "avx512" ? Isa::Avx512 : best;
     if (static_cast<int>(want) <= static_cast<int>(best)) return want;
   }
   return best;
@@ -144,6 +153,7 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Avx2: return "avx2";
+    case Isa::Avx2Vnni: return "avx2vnni";
     case Isa::Avx512: return "avx512";
   }
   return "?";
@@ -152,6 +162,11 @@ const char* isa_name(Isa isa) {
 Isa detected_isa() {
   static const Isa isa = probe();
   return isa;
+}
+
+bool avx_vnni_detected() {
+  static const bool vex = detected_isa() >= Isa::Avx2Vnni && probe_avx_vnni();
+  return vex;
 }
 
 std::vector<Isa> supported_isas() {
@@ -206,6 +221,7 @@ VerifyPrefetch set_verify_prefetch(VerifyPrefetch p) {
 
 std::string active_isa_label() {
   const Isa isa = active_isa();
+  if (isa == Isa::Avx2Vnni && !avx_vnni_detected()) return "avx2vnni(evex)";
   return std::string(isa_name(isa)) + (isa == Isa::Avx512 && amx_active() ? "+amx" : "");
 }
 

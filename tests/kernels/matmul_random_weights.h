@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -75,5 +76,10 @@ inline std::vector<uint8_t> random_weights(DType type, int64_t n_out, int64_t n_
   }
   return data;
 }
+
+// Frees a buffer from std::aligned_alloc (repacked copies), for std::unique_ptr.
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
 
 }  // namespace specdec::test_matmul

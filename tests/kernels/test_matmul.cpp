@@ -223,7 +223,8 @@ TEST(Matmul, FloatWeightsGiveEachRowsBitsAtPrefillSizes) {
 // The in-place tiles of Q8_0, Q4_K and Q6_K compute the same formulas on AVX2 (8 rows per
 // tile) and AVX-512 (16 rows per tile), and AVX-512 runs every other quantized type on the
 // AVX2 tiles: every quantized type gives the same bits on both paths, so a model's output does
-// not depend on which of the two a machine dispatches to. Needs an AVX-512 machine.
+// not depend on which of the two a machine dispatches to. The same for the AVX2 tiles' vpdpbusd
+// build (Avx2Vnni: its EVEX encoding on a CPU without AVX-VNNI). Needs an AVX-512 machine.
 TEST(Matmul, QuantizedTypesGiveTheSameBitsOnAvx2AndAvx512) {
   bool has_avx512 = false;
   for (Isa isa : supported_isas()) has_avx512 |= isa == Isa::Avx512;
@@ -237,11 +238,14 @@ TEST(Matmul, QuantizedTypesGiveTheSameBitsOnAvx2AndAvx512) {
     for (int M : {1, 3, 8, 17}) {
       const std::vector<float> x = random_activations(M, n_in, rng);
       std::vector<float> y2(static_cast<size_t>(M * n_out)), y512(static_cast<size_t>(M * n_out));  // (M, n_out)
-      set_active_isa(Isa::Avx2);
-      matmul(p.w, x.data(), M, y2.data(), nullptr);
       set_active_isa(Isa::Avx512);
       matmul(p.w, x.data(), M, y512.data(), nullptr);
-      ASSERT_EQ(0, std::memcmp(y2.data(), y512.data(), y2.size() * sizeof(float))) << dtype_name(type) << " M=" << M;
+      for (Isa isa : {Isa::Avx2, Isa::Avx2Vnni}) {
+        set_active_isa(isa);
+        matmul(p.w, x.data(), M, y2.data(), nullptr);
+        ASSERT_EQ(0, std::memcmp(y2.data(), y512.data(), y2.size() * sizeof(float)))
+            << dtype_name(type) << " M=" << M << " " << isa_name(isa);
+      }
     }
   }
 }

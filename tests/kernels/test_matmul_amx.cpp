@@ -34,10 +34,6 @@ struct AmxGuard {
   }
 };
 
-struct FreeDeleter {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
-
 // A random matrix of `type`, and (repacked = true) its copy in the AVX-512 path's layout.
 struct AmxProblem {
   std::vector<uint8_t> data;  // (n_out, row_bytes)

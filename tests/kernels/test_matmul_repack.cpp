@@ -39,10 +39,6 @@ bool supports(Isa isa) {
   return false;
 }
 
-struct FreeDeleter {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
-
 // The types with a repacked layout on the active ISA: AVX2 (Tiles8) and AVX-512 (Tiles16)
 // repack Q8_0, the K-quants and the legacy 32-value types (n_in a multiple of 64), both the
 // float types (FloatRows8, n_in a multiple of 16).
@@ -267,7 +263,7 @@ TEST(Repack, OnlyTypesAndIsasWithALayoutAndWholeTiles) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(SimdPaths, Repack, ::testing::Values(Isa::Avx2, Isa::Avx512),
+INSTANTIATE_TEST_SUITE_P(SimdPaths, Repack, ::testing::Values(Isa::Avx2, Isa::Avx2Vnni, Isa::Avx512),
                          [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
 
 }  // namespace

@@ -121,9 +121,9 @@ TEST(RepackedModel, TheSimdPathsRepackAndTheScalarPathDoesNot) {
   for (Isa isa : supported_isas()) {
     set_active_isa(isa);
     auto model = Transformer::load(path);
-    const WeightLayout expected = isa == Isa::Avx512 ? WeightLayout::Q8_0Tiles16
-                                  : isa == Isa::Avx2 ? WeightLayout::Q8_0Tiles8
-                                                     : WeightLayout::RowMajor;
+    const WeightLayout expected = isa == Isa::Avx512                         ? WeightLayout::Q8_0Tiles16
+                                  : isa == Isa::Avx2 || isa == Isa::Avx2Vnni ? WeightLayout::Q8_0Tiles8
+                                                                             : WeightLayout::RowMajor;
     EXPECT_EQ(model->output_matrix().layout, expected)
         << isa_name(isa);
   }
