@@ -16,7 +16,8 @@
 // repacked Q6_K matrix (Q6KTiles8) has its own kernel, matmul_repacked_q6k_avx2.cpp, with this
 // file's Q6_K values and steps.
 //
-// maddubs multiplies unsigned by signed bytes and saturates pairs to int16, so:
+// maddubs multiplies unsigned by signed bytes and saturates pairs to int16 (the Avx2Vnni builds
+// of this file multiply with vpdpbusd instead: the same exact sums, matmul_avx2_rows.h), so:
 //   Q8_0: |q| times sign(a, q) (pairs <= 2 * 128 * 127, exact), then madd to int32 per k;
 //   Q4_0, Q4_1, Q4_K: nibbles 0..15, pairs <= 2 * 15 * 127; all 8 k summed in int16 (<= 30480),
 //     one madd;
