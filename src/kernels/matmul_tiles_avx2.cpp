@@ -147,6 +147,11 @@ void q45_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
     __m256i h[4];  // h[0]: d | dmin << 16; h[1..3]: packed scale bytes 0-3, 4-7, 8-11
     load_transposed16(sb, 0, h);
     const __m256 d = half_lanes(h[0], 0);
+    // The vpdpbusd builds take Q4_K's high nibbles in place (16 q, one op instead of a shift
+    // and a mask) with d / 16, as the AVX-512 tiles do (matmul_kquant_blocks_avx512.h: the same
+    // bits); vpmaddubsw's int16 pairs could not hold 16 q * a.
+    constexpr bool kHighInPlace = SPECDEC_AVX2_VNNI && !kFiveBit;
+    [[maybe_unused]] const __m256 d16 = _mm256_mul_ps(d, _mm256_set1_ps(0.0625f));  // exact: a power of two
     const __m256 neg_dmin = _mm256_sub_ps(_mm256_setzero_ps(), half_lanes(h[0], 16));
     const __m256i m6 = _mm256_set1_epi8(0x3F), m4 = _mm256_set1_epi8(0x0F), m45 = _mm256_set1_epi8(0x30);
     // bytes j of sc_lo/m_lo: sub-block j < 4; of sc_hi/m_hi: sub-block 4 + j
@@ -167,12 +172,17 @@ void q45_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
         const int sub = 2 * j + half;
         const __m256i scb = sub < 4 ? sc_lo : sc_hi, mb = sub < 4 ? m_lo : m_hi;
         const int shift = 8 * (sub % 4);
-        const __m256 ws = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(scb, shift), byte_mask)));
+        const __m256 ws = _mm256_mul_ps(kHighInPlace && half == 1 ? d16 : d,
+                                        _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(scb, shift), byte_mask)));
         const __m256 wm = _mm256_mul_ps(neg_dmin, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mb, shift), byte_mask)));
         __m256i v[8];
         #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
-          v[k] = half == 0 ? _mm256_and_si256(raw[k], low4) : _mm256_and_si256(_mm256_srli_epi16(raw[k], 4), low4);
+          if constexpr (kHighInPlace) {
+            v[k] = _mm256_and_si256(raw[k], half == 0 ? low4 : _mm256_set1_epi8(static_cast<char>(0xF0)));
+          } else {
+            v[k] = half == 0 ? _mm256_and_si256(raw[k], low4) : _mm256_and_si256(_mm256_srli_epi16(raw[k], 4), low4);
+          }
           if constexpr (kFiveBit)  // bit `sub` of each qh byte -> bit 4 (shifts stay inside bytes after the mask)
             v[k] = _mm256_or_si256(v[k], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh[k], sub), one), 4));
         }
