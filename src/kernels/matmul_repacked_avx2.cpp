@@ -159,8 +159,11 @@ static_assert(kMaxGroupRows <= 12);
 // Several rows: ceil(R / kMaxGroupRows) groups, as even as possible (9 = one group, 17 = 8 + 9,
 // 64 = 10 + 10 + 11 + 11 + 11 + 11), so every group has 2 to 12 rows. One group runs over the
 // whole tile, prefetching kPrefetchPairs ahead into L2; several take the tile a chunk at a
-// time, all groups per chunk, the first prefetching the next chunk into L1 (a chunk of all R
-// rows is ~R x 0.1 µs of work, above a memory latency from R = 2).
+// time, all groups per chunk, the first prefetching the next chunk (a chunk of all R rows is
+// ~R x 0.1 µs of work, above a memory latency from R = 2): into L1 with vpmaddubsw products,
+// into L2 with vpdpbusd ones (a 1B Q8_0 prefill of 64-row chunks, 3 alternating rounds on a Zen
+// 4 VM: 209-222 tok/s against 181-212 into L1; vpmaddubsw 112-119 against 114-121,
+// docs/BENCHMARKS.md 51c2).
 void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& rb, DecodePrefetch decode, __m256* acc) {
   if (rb.R == 1) {
     if (stream_tiles_prefetch_deep(decode)) return q8_0_repacked_tile_1row<_MM_HINT_T1>(tile, n_blocks, rb, acc);
@@ -173,23 +176,24 @@ void q8_0_repacked_tile(const uint8_t* tile, int64_t n_blocks, const RowBlock& r
     g0 += sizes[g];
   }
   const bool one_group = n_groups == 1;
+  const bool into_l2 = one_group || SPECDEC_AVX2_VNNI;
   const int64_t chunk = one_group ? n_blocks : kChunkBlocks;
   for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
     const int64_t c1 = c0 + chunk < n_blocks ? c0 + chunk : n_blocks;
     for (int g = 0, g0 = 0; g < n_groups; g0 += sizes[g], ++g) {
       const int64_t ahead = one_group ? kPrefetchPairs * kQ8PairBytes : g == 0 ? chunk / 2 * kQ8PairBytes : 0;
       switch (sizes[g]) {
-        case 2: q8_0_repacked_group<2>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
-        case 3: q8_0_repacked_group<3>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
-        case 4: q8_0_repacked_group<4>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
-        case 5: q8_0_repacked_group<5>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
-        case 6: q8_0_repacked_group<6>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
-        case 7: q8_0_repacked_group<7>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
-        case 8: q8_0_repacked_group<8>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
-        case 9: q8_0_repacked_group<9>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
-        case 10: q8_0_repacked_group<10>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
-        case 11: q8_0_repacked_group<11>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
-        default: q8_0_repacked_group<12>(tile, c0, c1, rb, g0, ahead, one_group, acc); break;
+        case 2: q8_0_repacked_group<2>(tile, c0, c1, rb, g0, ahead, into_l2, acc); break;
+        case 3: q8_0_repacked_group<3>(tile, c0, c1, rb, g0, ahead, into_l2, acc); break;
+        case 4: q8_0_repacked_group<4>(tile, c0, c1, rb, g0, ahead, into_l2, acc); break;
+        case 5: q8_0_repacked_group<5>(tile, c0, c1, rb, g0, ahead, into_l2, acc); break;
+        case 6: q8_0_repacked_group<6>(tile, c0, c1, rb, g0, ahead, into_l2, acc); break;
+        case 7: q8_0_repacked_group<7>(tile, c0, c1, rb, g0, ahead, into_l2, acc); break;
+        case 8: q8_0_repacked_group<8>(tile, c0, c1, rb, g0, ahead, into_l2, acc); break;
+        case 9: q8_0_repacked_group<9>(tile, c0, c1, rb, g0, ahead, into_l2, acc); break;
+        case 10: q8_0_repacked_group<10>(tile, c0, c1, rb, g0, ahead, into_l2, acc); break;
+        case 11: q8_0_repacked_group<11>(tile, c0, c1, rb, g0, ahead, into_l2, acc); break;
+        default: q8_0_repacked_group<12>(tile, c0, c1, rb, g0, ahead, into_l2, acc); break;
       }
     }
   }
