@@ -335,12 +335,12 @@ struct FloatBlockScratch {
   int64_t x_stride = 0;  // float_block_x_stride(n_in)
 };
 
-// Everything one thread needs to compute outputs [o_begin, o_end) of all M rows.
 // Which build of the AVX2 path's quantized kernels a call runs (matmul_avx2_rows.h): vpmaddubsw
 // products (Isa::Avx2), or vpdpbusd ones (Isa::Avx2Vnni) in the AVX-VNNI or the EVEX encoding.
 // The same bits in all three.
 enum class Avx2Products { Maddubs = 0, AvxVnni = 1, EvexVnni = 2 };
 
+// Everything one thread needs to compute outputs [o_begin, o_end) of all M rows.
 struct RangeJob {
   const WeightMatrix* w = nullptr;
   Avx2Products avx2_products = Avx2Products::Maddubs;  // on the AVX2 path

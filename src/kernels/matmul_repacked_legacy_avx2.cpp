@@ -132,7 +132,7 @@ constexpr int64_t kChunkBlocks = 16;
 // acc[g0 ..] held in registers over the chunk. k outer, rows inner: int16 sums over 4 values'
 // vectors (five-bit: <= 4 * 7874) or all 8 (nibbles: <= 8 * 3810), widened by madd, then the
 // block's float step: the exact S of five_bit_block_dot / nibble_block_dot. The Avx2Vnni
-// builds: one vpdpbusd chain per row instead (the same S).
+// builds: two vpdpbusd chains per row (even and odd k) instead, added at the end (the same S).
 template <bool kFiveBit, bool kMin, int G>
 void legacy_group(const LegacyBlock* chunk, int64_t c0, int64_t c1, const RowBlock& rb, int g0, __m256* acc) {
   const int8_t* a[G];  // (G) the rows' quantized values, (n_pad) each
