@@ -82,6 +82,7 @@ void accumulate_scalar_f16(const float* weights, size_t weight_stride, int n_q, 
 namespace {
 
 using attention_detail::kKeyBlock;
+using attention_detail::kScoreKeyBlock;
 // Rows per tile: from kMinRowTile to kRowTile, whichever count of tiles finishes first on the
 // call's threads (see attention()). Each tile rereads the keys and values: at 4k cached keys of
 // the 1B shape one tile of 9 rows took ~0.9x the time of 5 + 4 on one thread, ~0.97x on two (K/V
@@ -199,7 +200,7 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
     std::memcpy(queries.data() + static_cast<size_t>(r) * n_task_heads * head_dim, src, head_bytes);
   }
 
-  // Scores: the shared keys for all queries, in blocks of kKeyBlock keys, then each row's own
+  // Scores: the shared keys for all queries, in blocks of kScoreKeyBlock keys, then each row's own
   // remaining extras. Cached rows are kv_stride elements apart: head_dim in the KvCache's
   // head-major layout (a head's keys stream in order), kv_dim in a slot-major one, a stride the
   // hardware prefetchers do not follow across pages. In a strided layout the head's slice
@@ -212,8 +213,8 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
   // Key / value pointers of the current block, of the cache's element type (F16 rows are
   // converted inside the inner loops, as they are loaded).
   const bool f16 = k.type == DType::F16;
-  const float* block32[kKeyBlock];
-  const uint16_t* block16[kKeyBlock];
+  const float* block32[kScoreKeyBlock];  // kKeyBlock for the weighted sums
+  const uint16_t* block16[kScoreKeyBlock];
   auto put_row = [&](const uint8_t* p, int b) {  // block entry b <- the row at p
     if (f16) {
       block16[b] = reinterpret_cast<const uint16_t*>(p);
@@ -252,8 +253,8 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
       prefetch_bytes(base.data + (shared_slot(j0 + b + kPrefetchAhead) * kv_stride + kv_offset) * base.element_bytes,
                      row_slice_bytes);
   };
-  for (int j = 0; j < n_shared; j += kKeyBlock) {
-    const int n = std::min(kKeyBlock, n_shared - j);
+  for (int j = 0; j < n_shared; j += kScoreKeyBlock) {
+    const int n = std::min(kScoreKeyBlock, n_shared - j);
     shared_block(k, j, n);
     block_scores(queries.data(), n_q, n, scores.data() + j);
   }

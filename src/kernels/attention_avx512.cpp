@@ -6,7 +6,9 @@
 //   bound by the load ports); here 4 keys (16 vectors: two keys side by side in each) stay in
 //   registers while 4 queries at a time stream past them (one load per 2 FMAs, of the query's
 //   slices duplicated once per call), and the 16 sums of a pass are reduced together
-//   (horizontal_sums16: ~20 instructions).
+//   (horizontal_sums16: ~20 instructions). Groups of 16 queries (a verify of 4+ rows, a
+//   prefill) with F32 keys instead hold one query per lane (scores_lanes): the chains' tree is then 7
+//   vertical adds per 16 pairs, and a 32-query call takes ~0.8x the time of the loop above.
 //   Weighted sums: 6 queries' 64 running outputs (24 vectors) in registers, so each value
 //   row is loaded once for 6 queries (8 256-bit loads per 24 FMAs).
 // On full-width AVX-512 cores (Zen 5) the 16-lane vectors halve the instructions: a 9-row
@@ -19,6 +21,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention_impl.h"
 #include "kernels/attention_simd8.h"
@@ -133,16 +136,128 @@ void scores_chunk(const float* q, int n_q, const E* const* keys, int n_keys, flo
   }
 }
 
-// Queries per chunk. A 9-row verify of the 1B shape asks 36 per kv head: one chunk. A 64-row
-// prefill chunk asks 256: 7 chunks, each loading and converting the block's keys again (16
-// load_pair per 4 keys, against 10 passes of 64 FMAs over them).
+// ---- Scores with 16 queries in the lanes (groups of 16 queries: a verify of 4+ rows of a
+// 4-head group, a prefill). Per (query, key) the same arithmetic as above: eight chains, chain c
+// summing q[d] * k[d] for d = c, c + 8, ... in order from zero (FMAs), then the tree
+// ((c0 + c4) + (c2 + c6)) + ((c1 + c5) + (c3 + c7)) and the scale. Here the chains are whole
+// vectors (lane i: query i) and k[d] a broadcast memory operand, so a pair's 64 FMAs come with
+// 7 vertical adds and no horizontal reduction; the loop above spends ~21 shuffles and adds per
+// 64 FMAs on its reduction and operand inserts. Costs per 16 keys of a group: one 16 x 16
+// transpose (the results to query rows); per call, of up to kScoreKeyBlock keys, another 4 (the
+// queries to lanes).
+
+constexpr int kLaneQueries = 16;
+
+// r[i] lane j -> r[j] lane i (unpacks within 128-bit lanes, then a 4 x 4 transpose of the lanes).
+inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16];
+  #pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  auto lo = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+  auto hi = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+  #pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {  // r[4k + m] 128-bit lane L: rows 4k..4k+3 of column 4L + m
+    r[4 * k] = lo(t[4 * k], t[4 * k + 2]);
+    r[4 * k + 1] = hi(t[4 * k], t[4 * k + 2]);
+    r[4 * k + 2] = lo(t[4 * k + 1], t[4 * k + 3]);
+    r[4 * k + 3] = hi(t[4 * k + 1], t[4 * k + 3]);
+  }
+  #pragma GCC unroll 4
+  for (int m = 0; m < 4; ++m) {
+    const __m512 u0 = _mm512_shuffle_f32x4(r[m], r[4 + m], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 u1 = _mm512_shuffle_f32x4(r[m], r[4 + m], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 u3 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], _MM_SHUFFLE(3, 2, 3, 2));
+    t[m] = _mm512_shuffle_f32x4(u0, u2, _MM_SHUFFLE(2, 0, 2, 0));
+    t[4 + m] = _mm512_shuffle_f32x4(u0, u2, _MM_SHUFFLE(3, 1, 3, 1));
+    t[8 + m] = _mm512_shuffle_f32x4(u1, u3, _MM_SHUFFLE(2, 0, 2, 0));
+    t[12 + m] = _mm512_shuffle_f32x4(u1, u3, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+  #pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// The scores of the 16 queries of qt ((kHead, 16): value d of query i at qt[16 d + i]) against
+// keys a and b (kHead floats each), scaled: lane i of *sa, *sb.
+inline void lane_pair_scores(const float* qt, const float* a, const float* b, float scale, __m512* sa, __m512* sb) {
+  __m512 ca[8], cb[8];  // chain c of each key
+  #pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) ca[c] = cb[c] = _mm512_setzero_ps();
+  #pragma GCC unroll 64
+  for (int d = 0; d < kHead; ++d) {
+    const __m512 qv = _mm512_load_ps(qt + 16 * d);
+    ca[d % 8] = _mm512_fmadd_ps(qv, _mm512_set1_ps(a[d]), ca[d % 8]);
+    cb[d % 8] = _mm512_fmadd_ps(qv, _mm512_set1_ps(b[d]), cb[d % 8]);
+  }
+  auto tree = [](const __m512* c) {
+    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c[0], c[4]), _mm512_add_ps(c[2], c[6])),
+                         _mm512_add_ps(_mm512_add_ps(c[1], c[5]), _mm512_add_ps(c[3], c[7])));
+  };
+  *sa = _mm512_mul_ps(tree(ca), _mm512_set1_ps(scale));
+  *sb = _mm512_mul_ps(tree(cb), _mm512_set1_ps(scale));
+}
+
+// Queries [0, 16 n_groups) against all n_keys keys, one group at a time (a group's pass reads the
+// call's keys from L1/L2: 64 KiB at 256 keys).
+inline void scores_lanes(const float* q, int n_groups, const float* const* keys, int n_keys, float scale,
+                         float* scores, size_t score_stride) {
+  alignas(64) float qt[kHead * kLaneQueries];  // (kHead, 16): one group's queries transposed, 4 KiB
+  for (int g = 0; g < n_groups; ++g) {
+    const float* qg = q + static_cast<size_t>(g) * kLaneQueries * kHead;
+    #pragma GCC unroll 1
+    for (int b = 0; b < kHead / 16; ++b) {  // values 16b..16b+15 of the 16 queries
+      __m512 r[16];
+      #pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(qg + i * kHead + 16 * b);
+      transpose16(r);
+      #pragma GCC unroll 16
+      for (int c = 0; c < 16; ++c) _mm512_store_ps(qt + 16 * (16 * b + c), r[c]);
+    }
+    float* rows = scores + static_cast<size_t>(g) * kLaneQueries * score_stride;
+    for (int j0 = 0; j0 < n_keys; j0 += 16) {
+      const int nk = n_keys - j0 < 16 ? n_keys - j0 : 16;
+      __m512 s[16];  // s[j] lane i: query i, key j0 + j
+      for (int j = 0; j < 16; j += 2) {
+        if (j >= nk) {
+          s[j] = s[j + 1] = _mm512_setzero_ps();
+          continue;
+        }
+        lane_pair_scores(qt, keys[j0 + j], keys[j0 + (j + 1 < nk ? j + 1 : j)], scale, &s[j], &s[j + 1]);
+      }
+      transpose16(s);  // s[i] lane j: query i, key j0 + j
+      const __mmask16 m = static_cast<__mmask16>((1u << nk) - 1u);
+      #pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) _mm512_mask_storeu_ps(rows + static_cast<size_t>(i) * score_stride + j0, m, s[i]);
+    }
+  }
+}
+
+// Queries per chunk of the loop above. With F16 keys a 9-row verify of the 1B shape asks 36 per
+// kv head: one chunk; with F32 keys at most 15 come here (past the groups of 16). A 64-row
+// prefill chunk's 16-row tiles ask 64 F16 queries: 2 chunks, each loading and converting the
+// block's keys again (16 load_pair per 4 keys, against 10 passes of 64 FMAs over them).
 constexpr int kDupQueries = 40;
 
-// One pass per key group (a decode's 1-4 queries per kv head) reads each slice once either way:
-// no copy then.
+// F32 keys: groups of 16 queries go through scores_lanes, the rest through scores_chunk. F16
+// keys all go through scores_chunk, which converts each key once per call in registers: with the
+// keys converted into an F32 buffer for scores_lanes, a 1B-shape 9-row call over 4k cached keys
+// took as long as before (4.3 ms on one thread, 5 alternating rounds). One pass per key
+// group (a decode's 1-4 queries per kv head) reads each slice once either way: no copy then.
 template <typename E>
 void scores_head64(const float* q, int n_q, const E* const* keys, int n_keys, float scale, float* scores,
                    size_t score_stride) {
+  if constexpr (std::is_same_v<E, float>) {
+    const int n_groups = n_q / kLaneQueries;
+    if (n_groups > 0) {
+      scores_lanes(q, n_groups, keys, n_keys, scale, scores, score_stride);
+      const int done = n_groups * kLaneQueries;
+      q += static_cast<size_t>(done) * kHead, n_q -= done, scores += static_cast<size_t>(done) * score_stride;
+      if (n_q == 0) return;
+    }
+  }
   if (n_q <= kScoreQueries) return scores_chunk<false>(q, n_q, keys, n_keys, scale, scores, score_stride);
   alignas(64) float q2[kDupQueries * kVecs * 16];  // (kDupQueries, kVecs, 16): 20 KiB
   for (int c0 = 0; c0 < n_q; c0 += kDupQueries) {

@@ -11,11 +11,16 @@
 
 namespace specdec::attention_detail {
 
-// Keys per call of the inner loops (at most): 64 key (or value) slices of a 64-float head are
-// 16 KiB in F32, which stay in L1 while every query of the call reads them.
+// Values per call of the weighted sums (at most): 64 value slices of a 64-float head are 16 KiB
+// in F32, which stay in L1 while every query of the call reads them.
 constexpr int kKeyBlock = 64;
+// Keys per call of the scores (at most). The score loops read each key slice once per call
+// (held in registers while the queries stream past), so a larger block costs no cache, and a
+// call's fixed costs (the AVX-512 loops relay their queries: four 16 x 16 transposes per 16
+// queries) come once per 256 keys: at 64, those took ~15% of a 32-query call's time.
+constexpr int kScoreKeyBlock = 256;
 
-// For key rows keys[j] (head_dim floats each), j < n_keys <= kKeyBlock:
+// For key rows keys[j] (head_dim floats each), j < n_keys <= kScoreKeyBlock:
 // scores[i * score_stride + j] = dot(q_i, keys[j]) * scale for i < n_q, with
 // q_i = q + i * head_dim (queries contiguous: (n_q, head_dim)).
 void scores_scalar(const float* q, int n_q, const float* const* keys, int n_keys, int head_dim, float scale,

@@ -301,7 +301,7 @@ TEST(Attention, Avx512InnerLoopsGiveTheAvx2Bits) {
   Rng rng(testing::test_seed("attention avx512 loops"));
   for (int head_dim : {64, 40, 128}) {
     for (int n_q : {1, 2, 3, 4, 5, 6, 7, 8, 13, 36, 41, 85}) {
-      for (int n_keys : {1, 2, 3, 6, 17, 64}) {
+      for (int n_keys : {1, 2, 3, 6, 17, 64, 203}) {
         std::vector<float> q(static_cast<size_t>(n_q) * head_dim), kv(static_cast<size_t>(n_keys) * head_dim);
         std::vector<uint16_t> kv16(kv.size());
         for (auto& x : q) x = uniform_signed(rng);
