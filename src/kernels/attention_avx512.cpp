@@ -52,6 +52,18 @@ inline __m512 load_pair(const uint16_t* a, const uint16_t* b) {  // the F16 conv
 inline __m512 load16(const float* p) { return load_pair(p, p + 8); }
 inline __m512 load16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 
+// Asks for a K or V row's cache lines in L2 (a hint: no fault, no effect on results). When a
+// layer's K/V come from L3 or memory, the hardware prefetchers leave a long-context verify's
+// first pass over them waiting: at 4k keys of the 1B shape, 36 queries, one thread, a kv head's
+// scores (scores_lanes) took 277-287 us with no prefetch against 233-237 with it, its weighted
+// sums 212-219 us against 193-199 (into L1 instead: 225), BENCHMARKS 52a.
+template <typename E>
+[[gnu::always_inline]] inline void prefetch_row_l2(const E* row) {
+  const char* p = reinterpret_cast<const char*>(row);
+  #pragma GCC unroll 4
+  for (int l = 0; l < static_cast<int>(kHead * sizeof(E)); l += 64) _mm_prefetch(p + l, _MM_HINT_T1);
+}
+
 // The 16 sums [query i][key j] at lane 4i + j, unscaled, of acc[p][i] (query i against keys
 // 2p, 2p + 1 in its 256-bit halves), each 8-lane half reduced by the AVX2 loop's tree
 // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) (horizontal_sums8), four 128-bit blocks at a
@@ -225,6 +237,10 @@ inline void scores_lanes(const float* q, int n_groups, const float* const* keys,
           s[j] = s[j + 1] = _mm512_setzero_ps();
           continue;
         }
+        if (g == 0 && j0 + 17 + j < n_keys) {  // the first group's pass: the keys 16 ahead, into L2
+          prefetch_row_l2(keys[j0 + 16 + j]);
+          prefetch_row_l2(keys[j0 + 17 + j]);
+        }
         lane_pair_scores(qt, keys[j0 + j], keys[j0 + (j + 1 < nk ? j + 1 : j)], scale, &s[j], &s[j + 1]);
       }
       transpose16(s);  // s[i] lane j: query i, key j0 + j
@@ -276,7 +292,7 @@ void scores_head64(const float* q, int n_q, const E* const* keys, int n_keys, fl
 // 16-lane vector holds two of the AVX2 loop's 8-lane chains).
 template <typename E, int N>
 inline void sum_queries(const float* weights, size_t weight_stride, int i0, const E* const* values, int n_keys,
-                        float* out) {
+                        float* out, uintptr_t ahead = 0) {
   constexpr int kVecs16 = kHead / 16;
   __m512 o[N][kVecs16];
   #pragma GCC unroll 6
@@ -286,6 +302,7 @@ inline void sum_queries(const float* weights, size_t weight_stride, int i0, cons
   }
   for (int j = 0; j < n_keys; ++j) {
     const E* value = values[j];
+    if (ahead != 0) prefetch_row_l2(reinterpret_cast<const E*>(reinterpret_cast<uintptr_t>(value) + ahead));
     __m512 x[kVecs16];
     #pragma GCC unroll 4
     for (int v = 0; v < kVecs16; ++v) x[v] = load16(value + 16 * v);
@@ -306,7 +323,16 @@ inline void sum_queries(const float* weights, size_t weight_stride, int i0, cons
 template <typename E>
 void accumulate_head64(const float* weights, size_t weight_stride, int n_q, const E* const* values, int n_keys,
                        float* out) {
+  // Rows evenly spaced (the cached prefix): the first pass of 6 queries over them also prefetches
+  // the rows that follow them, the next call's. A decode's 1-4 queries per kv head prefetch
+  // nothing (the hardware prefetchers follow its one pass, BENCHMARKS 23e).
+  auto address = [](const E* p) { return reinterpret_cast<uintptr_t>(p); };
+  const uintptr_t spacing = n_keys > 1 ? address(values[1]) - address(values[0]) : 0;
+  const bool even = n_keys > 1 && address(values[1]) > address(values[0]) &&
+                    address(values[n_keys - 1]) - address(values[0]) == spacing * static_cast<uintptr_t>(n_keys - 1);
+  const uintptr_t ahead = even ? spacing * static_cast<uintptr_t>(n_keys) : 0;
   int i0 = 0;
+  if (n_q >= kSumQueries) sum_queries<E, kSumQueries>(weights, weight_stride, 0, values, n_keys, out, ahead), i0 = kSumQueries;
   for (; i0 + kSumQueries <= n_q; i0 += kSumQueries) sum_queries<E, kSumQueries>(weights, weight_stride, i0, values, n_keys, out);
   switch (n_q - i0) {
     case 5: return sum_queries<E, 5>(weights, weight_stride, i0, values, n_keys, out);
