@@ -392,6 +392,14 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // The 1B shape's 16 layers at 4,096 keys (256 MiB of F32 K/V), one call per layer in turn, as
+  // a long-context forward reads them: from memory.
+  for (int M : {1, 5, 9}) {
+    const std::string name = "attention/memory/prefix:4096/M:" + std::to_string(M);
+    benchmark::RegisterBenchmark(name.c_str(), bm_attention, AttentionShape{32, 8, 64}, 4096, M, DType::F32, 16)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
+  }
   // The 150M shape at the bench's short context (16 cached keys): a verify's attention there is
   // all fixed costs, one call per layer; and at its long one (4,096 keys, attention-bound), with
   // K/V from the cache and, like a forward (30 layers), from memory.
