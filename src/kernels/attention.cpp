@@ -206,10 +206,11 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
   // hardware prefetchers do not follow across pages. In a strided layout the head's slice
   // kPrefetchAhead keys ahead is prefetched (without it a slot-major long-context decode waited
   // on memory for every key: 2.6 GB/s at 4k keys). Contiguous rows stream in order, which the
-  // hardware prefetchers follow; explicit prefetches there only queued behind them (the
-  // prefetch instructions held ~14% of a 9-row 4k-key call's samples, and a 4k-context decode
-  // of the 150M model took 12-13 ms per token without them against 14-17 ms with them,
-  // BENCHMARKS 23e).
+  // hardware prefetchers follow; here, prefetches of every key's slice 64 keys ahead into L1
+  // only queued behind them (the prefetch instructions held ~14% of a 9-row 4k-key call's
+  // samples on a Zen 5 VM, and a 4k-context decode of the 150M model took 12-13 ms per token
+  // without them against 14-17 ms with them, BENCHMARKS 23e). The AVX-512 inner loops ask for
+  // the rows a little ahead into L2 instead, during their first pass (attention_avx512.cpp).
   // Key / value pointers of the current block, of the cache's element type (F16 rows are
   // converted inside the inner loops, as they are loaded).
   const bool f16 = k.type == DType::F16;

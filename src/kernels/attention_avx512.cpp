@@ -52,11 +52,13 @@ inline __m512 load_pair(const uint16_t* a, const uint16_t* b) {  // the F16 conv
 inline __m512 load16(const float* p) { return load_pair(p, p + 8); }
 inline __m512 load16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 
-// Asks for a K or V row's cache lines in L2 (a hint: no fault, no effect on results). When a
-// layer's K/V come from L3 or memory, the hardware prefetchers leave a long-context verify's
-// first pass over them waiting: at 4k keys of the 1B shape, 36 queries, one thread, a kv head's
-// scores (scores_lanes) took 277-287 us with no prefetch against 233-237 with it, its weighted
-// sums 212-219 us against 193-199 (into L1 instead: 225), BENCHMARKS 52a.
+// Asks for a K or V row's cache lines in L2 (a hint: no fault, no effect on results). The first
+// pass over a call's keys asks for those 16 ahead, over its values for the next call's. When a
+// layer's K/V come from L3 or memory, the hardware prefetchers alone leave that pass waiting: at
+// 4k keys of the 1B shape, 36 queries, one thread, a kv head's scores (scores_lanes) took 277-287
+// us with no prefetch against 233-237 with it, its weighted sums 212-219 us against 193-199 (into
+// L1 instead: 225); a decode's attention over 16 such layers (2 threads) 0.86x as long, its whole
+// 4k-context decode 0.95x (BENCHMARKS 52b).
 template <typename E>
 [[gnu::always_inline]] inline void prefetch_row_l2(const E* row) {
   const char* p = reinterpret_cast<const char*>(row);
@@ -127,12 +129,16 @@ inline void score_queries(const float* q, int i0, int n, const __m512 (&k)[kScor
 // Queries [0, n_q) against all n_keys keys, 4 keys at a time. q: (n_q, kHead); or with kDup,
 // each query's 8-float slices written twice into 16-lane vectors ((n_q, kVecs, 16)), which a
 // pass loads with plain 64-byte loads instead of one vbroadcastf32x8 per slice and pass.
-template <bool kDup, typename E>
+// kPrefetch: the first pass over the call's keys (not after scores_lanes, which read them) also
+// asks for the keys 16 ahead in L2.
+template <bool kDup, bool kPrefetch, typename E>
 void scores_chunk(const float* q, int n_q, const E* const* keys, int n_keys, float scale, float* scores,
                   size_t score_stride) {
   constexpr int kKeys = 2 * kScorePairs;
   for (int j0 = 0; j0 < n_keys; j0 += kKeys) {
     const int nk = n_keys - j0 < kKeys ? n_keys - j0 : kKeys;
+    if (kPrefetch && j0 + 16 + kKeys <= n_keys)
+      for (int j = 0; j < kKeys; ++j) prefetch_row_l2(keys[j0 + 16 + j]);
     __m512 k[kScorePairs][kVecs];  // past nk: key j0 again (its scores are not written)
     #pragma GCC unroll 2
     for (int p = 0; p < kScorePairs; ++p) {
@@ -265,6 +271,7 @@ constexpr int kDupQueries = 40;
 template <typename E>
 void scores_head64(const float* q, int n_q, const E* const* keys, int n_keys, float scale, float* scores,
                    size_t score_stride) {
+  bool keys_read = false;  // by scores_lanes, which prefetched them
   if constexpr (std::is_same_v<E, float>) {
     const int n_groups = n_q / kLaneQueries;
     if (n_groups > 0) {
@@ -272,9 +279,13 @@ void scores_head64(const float* q, int n_q, const E* const* keys, int n_keys, fl
       const int done = n_groups * kLaneQueries;
       q += static_cast<size_t>(done) * kHead, n_q -= done, scores += static_cast<size_t>(done) * score_stride;
       if (n_q == 0) return;
+      keys_read = true;
     }
   }
-  if (n_q <= kScoreQueries) return scores_chunk<false>(q, n_q, keys, n_keys, scale, scores, score_stride);
+  if (n_q <= kScoreQueries) {
+    if (keys_read) return scores_chunk<false, false>(q, n_q, keys, n_keys, scale, scores, score_stride);
+    return scores_chunk<false, true>(q, n_q, keys, n_keys, scale, scores, score_stride);
+  }
   alignas(64) float q2[kDupQueries * kVecs * 16];  // (kDupQueries, kVecs, 16): 20 KiB
   for (int c0 = 0; c0 < n_q; c0 += kDupQueries) {
     const int n = n_q - c0 < kDupQueries ? n_q - c0 : kDupQueries;
@@ -283,7 +294,12 @@ void scores_head64(const float* q, int n_q, const E* const* keys, int n_keys, fl
       #pragma GCC unroll 8
       for (int v = 0; v < kVecs; ++v) _mm512_store_ps(q2 + (i * kVecs + v) * 16, _mm512_broadcast_f32x8(_mm256_loadu_ps(qi + 8 * v)));
     }
-    scores_chunk<true>(q2, n, keys, n_keys, scale, scores + static_cast<size_t>(c0) * score_stride, score_stride);
+    float* chunk_scores = scores + static_cast<size_t>(c0) * score_stride;
+    if (c0 == 0 && !keys_read) {
+      scores_chunk<true, true>(q2, n, keys, n_keys, scale, chunk_scores, score_stride);
+    } else {
+      scores_chunk<true, false>(q2, n, keys, n_keys, scale, chunk_scores, score_stride);
+    }
   }
 }
 
@@ -323,23 +339,23 @@ inline void sum_queries(const float* weights, size_t weight_stride, int i0, cons
 template <typename E>
 void accumulate_head64(const float* weights, size_t weight_stride, int n_q, const E* const* values, int n_keys,
                        float* out) {
-  // Rows evenly spaced (the cached prefix): the first pass of 6 queries over them also prefetches
-  // the rows that follow them, the next call's. A decode's 1-4 queries per kv head prefetch
-  // nothing (the hardware prefetchers follow its one pass, BENCHMARKS 23e).
+  // Rows evenly spaced (the cached prefix): the first pass (of up to 6 queries) over them also
+  // prefetches the rows that follow them, the next call's.
   auto address = [](const E* p) { return reinterpret_cast<uintptr_t>(p); };
   const uintptr_t spacing = n_keys > 1 ? address(values[1]) - address(values[0]) : 0;
   const bool even = n_keys > 1 && address(values[1]) > address(values[0]) &&
                     address(values[n_keys - 1]) - address(values[0]) == spacing * static_cast<uintptr_t>(n_keys - 1);
   const uintptr_t ahead = even ? spacing * static_cast<uintptr_t>(n_keys) : 0;
+  uintptr_t first_ahead = ahead;  // the first pass's
   int i0 = 0;
-  if (n_q >= kSumQueries) sum_queries<E, kSumQueries>(weights, weight_stride, 0, values, n_keys, out, ahead), i0 = kSumQueries;
-  for (; i0 + kSumQueries <= n_q; i0 += kSumQueries) sum_queries<E, kSumQueries>(weights, weight_stride, i0, values, n_keys, out);
+  for (; i0 + kSumQueries <= n_q; i0 += kSumQueries, first_ahead = 0)
+    sum_queries<E, kSumQueries>(weights, weight_stride, i0, values, n_keys, out, first_ahead);
   switch (n_q - i0) {
-    case 5: return sum_queries<E, 5>(weights, weight_stride, i0, values, n_keys, out);
-    case 4: return sum_queries<E, 4>(weights, weight_stride, i0, values, n_keys, out);
-    case 3: return sum_queries<E, 3>(weights, weight_stride, i0, values, n_keys, out);
-    case 2: return sum_queries<E, 2>(weights, weight_stride, i0, values, n_keys, out);
-    case 1: return sum_queries<E, 1>(weights, weight_stride, i0, values, n_keys, out);
+    case 5: return sum_queries<E, 5>(weights, weight_stride, i0, values, n_keys, out, first_ahead);
+    case 4: return sum_queries<E, 4>(weights, weight_stride, i0, values, n_keys, out, first_ahead);
+    case 3: return sum_queries<E, 3>(weights, weight_stride, i0, values, n_keys, out, first_ahead);
+    case 2: return sum_queries<E, 2>(weights, weight_stride, i0, values, n_keys, out, first_ahead);
+    case 1: return sum_queries<E, 1>(weights, weight_stride, i0, values, n_keys, out, first_ahead);
     default: return;
   }
 }
