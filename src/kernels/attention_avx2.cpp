@@ -63,14 +63,24 @@ void scores_group(const float* q, int n_q, const E* const* key_ptrs, int head_di
   }
 }
 
+// Calls of at most this many queries (a decode's 1-4 per kv head, a 2-row verify's) prefetch the
+// K/V rows ahead into L2 (prefetch_l2). On the Zen 4 VM of BENCHMARKS 52, `SPECDEC_ISA=avx2
+// specdec_microbench --threads=2 --benchmark_filter=attention/memory/` (the 1B shape's 16 layers
+// at 4k keys) took 730-793 us per layer at M = 1 against 882-1162 without, but at M = 5 and 9
+// (20 and 36 queries, whose passes consume keys more slowly) 1.03-1.05x as long.
+constexpr int kPrefetchMaxQueries = 8;
+
 // out[d0 .. d0 + 8 S) += sum over the keys in order of w_j * values[j][d0 ..]: S output slices
 // held in registers across all n_keys keys (one FMA chain per slice, one FMA per key).
+// ahead != 0: also asks for the row ahead bytes past each value row in L2 (row_bytes of it).
 template <typename E, int S>
-inline void accumulate_slices(const float* w, const E* const* values, int n_keys, int d0, float* out) {
+inline void accumulate_slices(const float* w, const E* const* values, int n_keys, int d0, float* out,
+                              uintptr_t ahead, int row_bytes) {
   __m256 o[S];
   #pragma GCC unroll 8
   for (int s = 0; s < S; ++s) o[s] = _mm256_loadu_ps(out + d0 + 8 * s);
   for (int j = 0; j < n_keys; ++j) {
+    if (ahead != 0) prefetch_l2(reinterpret_cast<uintptr_t>(values[j]) + ahead, row_bytes);
     const __m256 wv = _mm256_set1_ps(w[j]);
     const E* v = values[j] + d0;
     #pragma GCC unroll 8
@@ -83,9 +93,12 @@ inline void accumulate_slices(const float* w, const E* const* values, int n_keys
 template <typename E>
 void scores_any(const float* q, int n_q, const E* const* keys, int n_keys, int head_dim, float scale, float* scores,
                 size_t score_stride) {
+  const int row_bytes = head_dim * static_cast<int>(sizeof(E));
+  const bool prefetch = n_q <= kPrefetchMaxQueries;
   for (int j = 0; j < n_keys; j += 8) {
     const E* const* k = keys + j;
     float* s = scores + j;
+    for (int a = j + 16; prefetch && a < j + 24 && a < n_keys; ++a) prefetch_l2(reinterpret_cast<uintptr_t>(keys[a]), row_bytes);
     switch (n_keys - j < 8 ? n_keys - j : 8) {
       case 1: scores_group<E, 1>(q, n_q, k, head_dim, scale, s, score_stride); break;
       case 2: scores_group<E, 2>(q, n_q, k, head_dim, scale, s, score_stride); break;
@@ -104,20 +117,23 @@ void scores_any(const float* q, int n_q, const E* const* keys, int n_keys, int h
 template <typename E>
 void accumulate_any(const float* weights, size_t weight_stride, int n_q, const E* const* values, int n_keys,
                     int head_dim, float* out) {
-  const int n_vec = head_dim / 8 * 8;
+  const int n_vec = head_dim / 8 * 8, row_bytes = head_dim * static_cast<int>(sizeof(E));
+  // the first query's first pass prefetches
+  const uintptr_t ahead = n_q <= kPrefetchMaxQueries ? rows_ahead(values, n_keys) : 0;
   for (int i = 0; i < n_q; ++i) {
     const float* wi = weights + static_cast<size_t>(i) * weight_stride;
     float* oi = out + static_cast<size_t>(i) * head_dim;
     for (int d0 = 0; d0 < n_vec; d0 += 64) {
+      const uintptr_t a = i == 0 && d0 == 0 ? ahead : 0;
       switch ((n_vec - d0) / 8 < 8 ? (n_vec - d0) / 8 : 8) {
-        case 1: accumulate_slices<E, 1>(wi, values, n_keys, d0, oi); break;
-        case 2: accumulate_slices<E, 2>(wi, values, n_keys, d0, oi); break;
-        case 3: accumulate_slices<E, 3>(wi, values, n_keys, d0, oi); break;
-        case 4: accumulate_slices<E, 4>(wi, values, n_keys, d0, oi); break;
-        case 5: accumulate_slices<E, 5>(wi, values, n_keys, d0, oi); break;
-        case 6: accumulate_slices<E, 6>(wi, values, n_keys, d0, oi); break;
-        case 7: accumulate_slices<E, 7>(wi, values, n_keys, d0, oi); break;
-        default: accumulate_slices<E, 8>(wi, values, n_keys, d0, oi); break;
+        case 1: accumulate_slices<E, 1>(wi, values, n_keys, d0, oi, a, row_bytes); break;
+        case 2: accumulate_slices<E, 2>(wi, values, n_keys, d0, oi, a, row_bytes); break;
+        case 3: accumulate_slices<E, 3>(wi, values, n_keys, d0, oi, a, row_bytes); break;
+        case 4: accumulate_slices<E, 4>(wi, values, n_keys, d0, oi, a, row_bytes); break;
+        case 5: accumulate_slices<E, 5>(wi, values, n_keys, d0, oi, a, row_bytes); break;
+        case 6: accumulate_slices<E, 6>(wi, values, n_keys, d0, oi, a, row_bytes); break;
+        case 7: accumulate_slices<E, 7>(wi, values, n_keys, d0, oi, a, row_bytes); break;
+        default: accumulate_slices<E, 8>(wi, values, n_keys, d0, oi, a, row_bytes); break;
       }
     }
     if (n_vec == head_dim) continue;

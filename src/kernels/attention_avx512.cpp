@@ -61,9 +61,7 @@ inline __m512 load16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si
 // 4k-context decode 0.95x (BENCHMARKS 52b).
 template <typename E>
 [[gnu::always_inline]] inline void prefetch_row_l2(const E* row) {
-  const char* p = reinterpret_cast<const char*>(row);
-  #pragma GCC unroll 4
-  for (int l = 0; l < static_cast<int>(kHead * sizeof(E)); l += 64) _mm_prefetch(p + l, _MM_HINT_T1);
+  prefetch_l2(reinterpret_cast<uintptr_t>(row), static_cast<int>(kHead * sizeof(E)));
 }
 
 // The 16 sums [query i][key j] at lane 4i + j, unscaled, of acc[p][i] (query i against keys
@@ -341,12 +339,7 @@ void accumulate_head64(const float* weights, size_t weight_stride, int n_q, cons
                        float* out) {
   // Rows evenly spaced (the cached prefix): the first pass (of up to 6 queries) over them also
   // prefetches the rows that follow them, the next call's.
-  auto address = [](const E* p) { return reinterpret_cast<uintptr_t>(p); };
-  const uintptr_t spacing = n_keys > 1 ? address(values[1]) - address(values[0]) : 0;
-  const bool even = n_keys > 1 && address(values[1]) > address(values[0]) &&
-                    address(values[n_keys - 1]) - address(values[0]) == spacing * static_cast<uintptr_t>(n_keys - 1);
-  const uintptr_t ahead = even ? spacing * static_cast<uintptr_t>(n_keys) : 0;
-  uintptr_t first_ahead = ahead;  // the first pass's
+  uintptr_t first_ahead = rows_ahead(values, n_keys);
   int i0 = 0;
   for (; i0 + kSumQueries <= n_q; i0 += kSumQueries, first_ahead = 0)
     sum_queries<E, kSumQueries>(weights, weight_stride, i0, values, n_keys, out, first_ahead);

@@ -15,6 +15,26 @@
 namespace specdec::attention_detail {
 namespace {
 
+// Asks for the n_bytes at address in L2 (a hint: no fault, no effect on results). The AVX2 and
+// AVX-512 loops' first pass over a call's keys asks for those 16 ahead, over its values for the
+// rows that follow them (the next call's): with K/V from L3 or memory the hardware prefetchers
+// alone leave that pass waiting (attention_avx512.cpp's prefetch_row_l2 has the figures).
+[[gnu::always_inline]] inline void prefetch_l2(uintptr_t address, int n_bytes) {
+  const char* p = reinterpret_cast<const char*>(address);
+  for (int l = 0; l < n_bytes; l += 64) _mm_prefetch(p + l, _MM_HINT_T1);
+}
+
+// The distance in bytes from values[0] to the row after values[n - 1] when the n rows are evenly
+// spaced (the cached prefix: the next call's rows follow), else 0.
+template <typename E>
+inline uintptr_t rows_ahead(const E* const* values, int n) {
+  auto address = [](const E* p) { return reinterpret_cast<uintptr_t>(p); };
+  if (n < 2 || address(values[1]) <= address(values[0])) return 0;
+  const uintptr_t spacing = address(values[1]) - address(values[0]);
+  const bool even = address(values[n - 1]) - address(values[0]) == spacing * static_cast<uintptr_t>(n - 1);
+  return even ? spacing * static_cast<uintptr_t>(n) : 0;
+}
+
 // 8 keys or values from F32 or F16 storage (the F16 conversion is exact).
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
