@@ -292,15 +292,17 @@ TEST(Attention, Avx512SoftmaxGivesTheAvx2Bits) {
 }
 
 // The AVX-512 inner loops give the AVX2 loops' bits (the same chains and reduction tree, other
-// operands in registers): scores and weighted sums for query counts 1..8, 13, 36, 41 and 85
-// (whole and partial blocks of 4 and 6, and of the score loop's 40-query chunks), key counts
-// 1..64 (whole and partial blocks of 4 keys), F32 and F16, head_dim 64 (the register-blocked
-// paths) and 40 / 128 (which call the AVX2 loops).
+// operands in registers): scores and weighted sums for query counts 1..8, 13, 15, 28, 36, 41, 47
+// and 85 (whole and partial blocks of 4 and 6, of the score loop's 40-query chunks, and of its
+// 16-query lane groups: 13, 15 and 28's last 12 in partly filled groups, 36, 41 and 85's last
+// 4, 9 and 5 through the 4-key loop), key counts 1..64 and 203 (whole and partial blocks of 4
+// and 16 keys), F32 and F16, head_dim 64 (the register-blocked paths) and 40 / 128 (which call
+// the AVX2 loops).
 TEST(Attention, Avx512InnerLoopsGiveTheAvx2Bits) {
   if (detected_isa() != Isa::Avx512) GTEST_SKIP() << "this CPU has no AVX-512";
   Rng rng(testing::test_seed("attention avx512 loops"));
   for (int head_dim : {64, 40, 128}) {
-    for (int n_q : {1, 2, 3, 4, 5, 6, 7, 8, 13, 36, 41, 85}) {
+    for (int n_q : {1, 2, 3, 4, 5, 6, 7, 8, 13, 15, 28, 36, 41, 47, 85}) {
       for (int n_keys : {1, 2, 3, 6, 17, 64, 203}) {
         std::vector<float> q(static_cast<size_t>(n_q) * head_dim), kv(static_cast<size_t>(n_keys) * head_dim);
         std::vector<uint16_t> kv16(kv.size());
