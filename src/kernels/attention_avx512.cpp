@@ -7,8 +7,8 @@
 //   registers while 4 queries at a time stream past them (one load per 2 FMAs, of the query's
 //   slices duplicated once per call), and the 16 sums of a pass are reduced together
 //   (horizontal_sums16: ~20 instructions). Groups of 16 queries (a verify of 4+ rows, a
-//   prefill) with F32 keys instead hold one query per lane (scores_lanes): the chains' tree is then 7
-//   vertical adds per 16 pairs, and a 32-query call takes ~0.8x the time of the loop above.
+//   prefill) with F32 keys instead hold one query per lane (scores_lanes): the chains' tree is
+//   then 7 vertical adds per 16 pairs, and a 32-query call takes ~0.8x the time.
 //   Weighted sums: 6 queries' 64 running outputs (24 vectors) in registers, so each value
 //   row is loaded once for 6 queries (8 256-bit loads per 24 FMAs).
 // On full-width AVX-512 cores (Zen 5) the 16-lane vectors halve the instructions: a 9-row
@@ -176,8 +176,12 @@ inline void transpose16(__m512 (&r)[16]) {
     t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
     t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
   }
-  auto lo = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
-  auto hi = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+  auto lo = [](__m512 a, __m512 b) {
+    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+  };
+  auto hi = [](__m512 a, __m512 b) {
+    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+  };
   #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {  // r[4k + m] 128-bit lane L: rows 4k..4k+3 of column 4L + m
     r[4 * k] = lo(t[4 * k], t[4 * k + 2]);
@@ -256,7 +260,8 @@ inline void scores_lanes(const float* q, int n_q, const float* const* keys, int 
       }
       transpose16(s);  // s[i] lane j: query i, key j0 + j
       const __mmask16 m = static_cast<__mmask16>((1u << nk) - 1u);
-      for (int i = 0; i < n_valid; ++i) _mm512_mask_storeu_ps(rows + static_cast<size_t>(i) * score_stride + j0, m, s[i]);
+      for (int i = 0; i < n_valid; ++i)
+        _mm512_mask_storeu_ps(rows + static_cast<size_t>(i) * score_stride + j0, m, s[i]);
     }
   }
 }
