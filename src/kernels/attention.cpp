@@ -209,8 +209,9 @@ void attend_tile(const AttentionShape& shape, const AttentionRows& rows, const I
   // hardware prefetchers follow; here, prefetches of every key's slice 64 keys ahead into L1
   // only queued behind them (the prefetch instructions held ~14% of a 9-row 4k-key call's
   // samples on a Zen 5 VM, and a 4k-context decode of the 150M model took 12-13 ms per token
-  // without them against 14-17 ms with them, BENCHMARKS 23e). The AVX-512 inner loops ask for
-  // the rows a little ahead into L2 instead, during their first pass (attention_avx512.cpp).
+  // without them against 14-17 ms with them, BENCHMARKS 23e). The inner loops ask for the rows
+  // a little ahead into L2 instead, during their first pass (AVX-512; AVX2 for calls of up to 8
+  // queries: attention_simd8.h's prefetch_l2, BENCHMARKS 52b).
   // Key / value pointers of the current block, of the cache's element type (F16 rows are
   // converted inside the inner loops, as they are loaded).
   const bool f16 = k.type == DType::F16;

@@ -14,10 +14,11 @@ namespace specdec::attention_detail {
 // Values per call of the weighted sums (at most): 64 value slices of a 64-float head are 16 KiB
 // in F32, which stay in L1 while every query of the call reads them.
 constexpr int kKeyBlock = 64;
-// Keys per call of the scores (at most). The score loops read each key slice once per call
-// (held in registers while the queries stream past), so a larger block costs no cache, and a
-// call's fixed costs (the AVX-512 loops relay their queries: four 16 x 16 transposes per 16
-// queries) come once per 256 keys: at 64, those took ~15% of a 32-query call's time.
+// Keys per call of the scores (at most). The AVX2 and 4-key AVX-512 loops hold a few keys in L1
+// or registers while every query passes, so the block size does not matter to them; the AVX-512
+// lane loop (16 queries per pass) rereads the call's keys from L2 (64 KiB) for each further 16,
+// and pays its fixed cost (four 16 x 16 transposes of the queries) once per call: at 64 keys,
+// that took ~15% of a 32-query call's time.
 constexpr int kScoreKeyBlock = 256;
 
 // For key rows keys[j] (head_dim floats each), j < n_keys <= kScoreKeyBlock:
