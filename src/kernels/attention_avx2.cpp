@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention_impl.h"
 #include "kernels/attention_simd8.h"
@@ -70,24 +71,42 @@ void scores_group(const float* q, int n_q, const E* const* key_ptrs, int head_di
 // (20 and 36 queries, whose passes consume keys more slowly) 1.03-1.05x as long.
 constexpr int kPrefetchMaxQueries = 8;
 
-// out[d0 .. d0 + 8 S) += sum over the keys in order of w_j * values[j][d0 ..]: S output slices
-// held in registers across all n_keys keys (one FMA chain per slice, one FMA per key).
+// The weighted sums' register blocks: kSumQueries queries x kSumSlices 8-float output slices
+// (8 of the 16 vector registers), so each value slice loaded serves 2 queries.
+constexpr int kSumQueries = 2, kSumSlices = 4;
+
+// For queries [0, Q) (weights w + i * weight_stride, outputs out + i * head_dim):
+// out_i[d0 .. d0 + 8 S) += sum over the keys in order of w_ij * values[j][d0 ..]. Q x S output
+// slices held in registers across all n_keys keys (one FMA chain per slice, one FMA per key),
+// each value slice loaded once for the Q queries.
 // ahead != 0: also asks for the row ahead bytes past each value row in L2 (row_bytes of it).
-template <typename E, int S>
-inline void accumulate_slices(const float* w, const E* const* values, int n_keys, int d0, float* out,
-                              uintptr_t ahead, int row_bytes) {
-  __m256 o[S];
-  #pragma GCC unroll 8
-  for (int s = 0; s < S; ++s) o[s] = _mm256_loadu_ps(out + d0 + 8 * s);
+template <typename E, int Q, int S>
+inline void accumulate_slices(const float* w, size_t weight_stride, const E* const* values, int n_keys, int d0,
+                              float* out, int head_dim, uintptr_t ahead, int row_bytes) {
+  __m256 o[Q][S];
+  #pragma GCC unroll 2
+  for (int i = 0; i < Q; ++i) {
+    #pragma GCC unroll 8
+    for (int s = 0; s < S; ++s) o[i][s] = _mm256_loadu_ps(out + static_cast<size_t>(i) * head_dim + d0 + 8 * s);
+  }
   for (int j = 0; j < n_keys; ++j) {
     if (ahead != 0) prefetch_l2(reinterpret_cast<uintptr_t>(values[j]) + ahead, row_bytes);
-    const __m256 wv = _mm256_set1_ps(w[j]);
     const E* v = values[j] + d0;
+    __m256 x[S];
     #pragma GCC unroll 8
-    for (int s = 0; s < S; ++s) o[s] = _mm256_fmadd_ps(wv, load8(v + 8 * s), o[s]);
+    for (int s = 0; s < S; ++s) x[s] = load8(v + 8 * s);
+    #pragma GCC unroll 2
+    for (int i = 0; i < Q; ++i) {
+      const __m256 wv = _mm256_set1_ps(w[static_cast<size_t>(i) * weight_stride + j]);
+      #pragma GCC unroll 8
+      for (int s = 0; s < S; ++s) o[i][s] = _mm256_fmadd_ps(wv, x[s], o[i][s]);
+    }
   }
-  #pragma GCC unroll 8
-  for (int s = 0; s < S; ++s) _mm256_storeu_ps(out + d0 + 8 * s, o[s]);
+  #pragma GCC unroll 2
+  for (int i = 0; i < Q; ++i) {
+    #pragma GCC unroll 8
+    for (int s = 0; s < S; ++s) _mm256_storeu_ps(out + static_cast<size_t>(i) * head_dim + d0 + 8 * s, o[i][s]);
+  }
 }
 
 template <typename E>
@@ -119,27 +138,39 @@ template <typename E>
 void accumulate_any(const float* weights, size_t weight_stride, int n_q, const E* const* values, int n_keys,
                     int head_dim, float* out) {
   const int n_vec = head_dim / 8 * 8, row_bytes = head_dim * static_cast<int>(sizeof(E));
-  // the first query's first pass prefetches
+  // the first queries' first pass prefetches
   const uintptr_t ahead = n_q <= kPrefetchMaxQueries ? rows_ahead(values, n_keys) : 0;
-  for (int i = 0; i < n_q; ++i) {
-    const float* wi = weights + static_cast<size_t>(i) * weight_stride;
-    float* oi = out + static_cast<size_t>(i) * head_dim;
-    for (int d0 = 0; d0 < n_vec; d0 += 64) {
-      const uintptr_t a = i == 0 && d0 == 0 ? ahead : 0;
-      switch ((n_vec - d0) / 8 < 8 ? (n_vec - d0) / 8 : 8) {
-        case 1: accumulate_slices<E, 1>(wi, values, n_keys, d0, oi, a, row_bytes); break;
-        case 2: accumulate_slices<E, 2>(wi, values, n_keys, d0, oi, a, row_bytes); break;
-        case 3: accumulate_slices<E, 3>(wi, values, n_keys, d0, oi, a, row_bytes); break;
-        case 4: accumulate_slices<E, 4>(wi, values, n_keys, d0, oi, a, row_bytes); break;
-        case 5: accumulate_slices<E, 5>(wi, values, n_keys, d0, oi, a, row_bytes); break;
-        case 6: accumulate_slices<E, 6>(wi, values, n_keys, d0, oi, a, row_bytes); break;
-        case 7: accumulate_slices<E, 7>(wi, values, n_keys, d0, oi, a, row_bytes); break;
-        default: accumulate_slices<E, 8>(wi, values, n_keys, d0, oi, a, row_bytes); break;
+  for (int i0 = 0; i0 < n_q; i0 += kSumQueries) {
+    const int n = n_q - i0 < kSumQueries ? n_q - i0 : kSumQueries;
+    const float* wi = weights + static_cast<size_t>(i0) * weight_stride;
+    float* oi = out + static_cast<size_t>(i0) * head_dim;
+    for (int d0 = 0; d0 < n_vec; d0 += 8 * kSumSlices) {
+      const uintptr_t a = i0 == 0 && d0 == 0 ? ahead : 0;
+      const int slices = (n_vec - d0) / 8 < kSumSlices ? (n_vec - d0) / 8 : kSumSlices;
+      auto run = [&](auto q_count, auto s_count) {
+        accumulate_slices<E, decltype(q_count)::value, decltype(s_count)::value>(wi, weight_stride, values, n_keys, d0, oi,
+                                                                                  head_dim, a, row_bytes);
+      };
+      using Q1 = std::integral_constant<int, 1>;
+      using Q2 = std::integral_constant<int, 2>;
+      switch (slices + 4 * (n - 1)) {
+        case 1: run(Q1{}, std::integral_constant<int, 1>{}); break;
+        case 2: run(Q1{}, std::integral_constant<int, 2>{}); break;
+        case 3: run(Q1{}, std::integral_constant<int, 3>{}); break;
+        case 4: run(Q1{}, std::integral_constant<int, 4>{}); break;
+        case 5: run(Q2{}, std::integral_constant<int, 1>{}); break;
+        case 6: run(Q2{}, std::integral_constant<int, 2>{}); break;
+        case 7: run(Q2{}, std::integral_constant<int, 3>{}); break;
+        default: run(Q2{}, std::integral_constant<int, 4>{}); break;
       }
     }
     if (n_vec == head_dim) continue;
-    for (int j = 0; j < n_keys; ++j)
-      for (int d = n_vec; d < head_dim; ++d) oi[d] += wi[j] * value_of(values[j][d]);
+    for (int i = i0; i < i0 + n; ++i) {
+      const float* w = weights + static_cast<size_t>(i) * weight_stride;
+      float* o = out + static_cast<size_t>(i) * head_dim;
+      for (int j = 0; j < n_keys; ++j)
+        for (int d = n_vec; d < head_dim; ++d) o[d] += w[j] * value_of(values[j][d]);
+    }
   }
 }
 
