@@ -4,15 +4,14 @@
 // value, keys in order. Deterministic for a given head_dim, whatever n_q and n_keys.
 // Cost per (query, key) pair: head_dim / 8 FMAs for the score and as many for the weighted
 // sum. Scores go 8 keys at a time per query (8 independent FMA chains, one 8-key reduction);
-// weighted sums keep a query's 64 running outputs in registers over the whole key block
-// (8 chains, no load / store of the outputs per key). A block's key and value slices stay in
-// L1 while every query of the call reads them. F16 keys and
+// weighted sums keep 2 queries' 32 running outputs each in registers over the whole key block
+// (8 chains, no load / store of the outputs per key, each value slice loaded once for both). A
+// block's key and value slices stay in L1 while every query of the call reads them. F16 keys and
 // values are converted (exactly, F16C) as they are loaded: the same bits as F32 rows holding
 // the converted values, for half the bytes.
 #include <immintrin.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/attention_impl.h"
 #include "kernels/attention_simd8.h"
@@ -73,7 +72,7 @@ constexpr int kPrefetchMaxQueries = 8;
 
 // The weighted sums' register blocks: kSumQueries queries x kSumSlices 8-float output slices
 // (8 of the 16 vector registers), so each value slice loaded serves 2 queries.
-constexpr int kSumQueries = 2, kSumSlices = 4;
+constexpr int kSumQueries = 2, kSumSlices = 4;  // accumulate_any's switch below names 1 and 2 queries
 
 // For queries [0, Q) (weights w + i * weight_stride, outputs out + i * head_dim):
 // out_i[d0 .. d0 + 8 S) += sum over the keys in order of w_ij * values[j][d0 ..]. Q x S output
@@ -106,6 +105,19 @@ inline void accumulate_slices(const float* w, size_t weight_stride, const E* con
   for (int i = 0; i < Q; ++i) {
     #pragma GCC unroll 8
     for (int s = 0; s < S; ++s) _mm256_storeu_ps(out + static_cast<size_t>(i) * head_dim + d0 + 8 * s, o[i][s]);
+  }
+}
+
+// accumulate_slices for 1..kSumSlices slices, chosen at run time.
+template <typename E, int Q>
+inline void accumulate_block(const float* w, size_t weight_stride, const E* const* values, int n_keys, int d0,
+                             int slices, float* out, int head_dim, uintptr_t ahead, int row_bytes) {
+  static_assert(kSumSlices == 4, "one case per slice count");
+  switch (slices) {
+    case 1: return accumulate_slices<E, Q, 1>(w, weight_stride, values, n_keys, d0, out, head_dim, ahead, row_bytes);
+    case 2: return accumulate_slices<E, Q, 2>(w, weight_stride, values, n_keys, d0, out, head_dim, ahead, row_bytes);
+    case 3: return accumulate_slices<E, Q, 3>(w, weight_stride, values, n_keys, d0, out, head_dim, ahead, row_bytes);
+    default: return accumulate_slices<E, Q, 4>(w, weight_stride, values, n_keys, d0, out, head_dim, ahead, row_bytes);
   }
 }
 
@@ -147,21 +159,10 @@ void accumulate_any(const float* weights, size_t weight_stride, int n_q, const E
     for (int d0 = 0; d0 < n_vec; d0 += 8 * kSumSlices) {
       const uintptr_t a = i0 == 0 && d0 == 0 ? ahead : 0;
       const int slices = (n_vec - d0) / 8 < kSumSlices ? (n_vec - d0) / 8 : kSumSlices;
-      auto run = [&](auto q_count, auto s_count) {
-        accumulate_slices<E, decltype(q_count)::value, decltype(s_count)::value>(wi, weight_stride, values, n_keys, d0, oi,
-                                                                                  head_dim, a, row_bytes);
-      };
-      using Q1 = std::integral_constant<int, 1>;
-      using Q2 = std::integral_constant<int, 2>;
-      switch (slices + 4 * (n - 1)) {
-        case 1: run(Q1{}, std::integral_constant<int, 1>{}); break;
-        case 2: run(Q1{}, std::integral_constant<int, 2>{}); break;
-        case 3: run(Q1{}, std::integral_constant<int, 3>{}); break;
-        case 4: run(Q1{}, std::integral_constant<int, 4>{}); break;
-        case 5: run(Q2{}, std::integral_constant<int, 1>{}); break;
-        case 6: run(Q2{}, std::integral_constant<int, 2>{}); break;
-        case 7: run(Q2{}, std::integral_constant<int, 3>{}); break;
-        default: run(Q2{}, std::integral_constant<int, 4>{}); break;
+      if (n == 2) {
+        accumulate_block<E, 2>(wi, weight_stride, values, n_keys, d0, slices, oi, head_dim, a, row_bytes);
+      } else {
+        accumulate_block<E, 1>(wi, weight_stride, values, n_keys, d0, slices, oi, head_dim, a, row_bytes);
       }
     }
     if (n_vec == head_dim) continue;
