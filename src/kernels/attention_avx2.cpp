@@ -129,7 +129,7 @@ void scores_any(const float* q, int n_q, const E* const* keys, int n_keys, int h
   for (int j = 0; j < n_keys; j += 8) {
     const E* const* k = keys + j;
     float* s = scores + j;
-    for (int a = j + 16; prefetch && a < j + 24 && a < n_keys; ++a)
+    for (int a = j + kPrefetchKeysAhead; prefetch && a < j + kPrefetchKeysAhead + 8 && a < n_keys; ++a)
       prefetch_l2(reinterpret_cast<uintptr_t>(keys[a]), row_bytes);
     switch (n_keys - j < 8 ? n_keys - j : 8) {
       case 1: scores_group<E, 1>(q, n_q, k, head_dim, scale, s, score_stride); break;

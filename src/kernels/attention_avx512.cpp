@@ -53,8 +53,8 @@ inline __m512 load16(const float* p) { return load_pair(p, p + 8); }
 inline __m512 load16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 
 // Asks for a K or V row's cache lines in L2 (a hint: no fault, no effect on results). The first
-// pass over a call's keys asks for those 16 ahead, over its values for the next call's. When a
-// layer's K/V come from L3 or memory, the hardware prefetchers alone leave that pass waiting: at
+// pass over a call's keys asks for those kPrefetchKeysAhead ahead, over its values for the next
+// call's. When a layer's K/V come from L3 or memory, the hardware prefetchers alone leave that pass waiting: at
 // 4k keys of the 1B shape, 36 queries, one thread, a kv head's scores (scores_lanes) took 277-287
 // us with no prefetch against 233-237 with it, its weighted sums 212-219 us against 193-199 (into
 // L1 instead: 225); a decode's attention over 16 such layers (2 threads) 0.86x as long, its whole
@@ -128,15 +128,15 @@ inline void score_queries(const float* q, int i0, int n, const __m512 (&k)[kScor
 // each query's 8-float slices written twice into 16-lane vectors ((n_q, kVecs, 16)), which a
 // pass loads with plain 64-byte loads instead of one vbroadcastf32x8 per slice and pass.
 // kPrefetch: the first pass over the call's keys (not after scores_lanes, which read them) also
-// asks for the keys 16 ahead in L2.
+// asks for the keys kPrefetchKeysAhead ahead in L2.
 template <bool kDup, bool kPrefetch, typename E>
 void scores_chunk(const float* q, int n_q, const E* const* keys, int n_keys, float scale, float* scores,
                   size_t score_stride) {
   constexpr int kKeys = 2 * kScorePairs;
   for (int j0 = 0; j0 < n_keys; j0 += kKeys) {
     const int nk = n_keys - j0 < kKeys ? n_keys - j0 : kKeys;
-    if (kPrefetch && j0 + 16 + kKeys <= n_keys)
-      for (int j = 0; j < kKeys; ++j) prefetch_row_l2(keys[j0 + 16 + j]);
+    if (kPrefetch && j0 + kPrefetchKeysAhead + kKeys <= n_keys)
+      for (int j = 0; j < kKeys; ++j) prefetch_row_l2(keys[j0 + kPrefetchKeysAhead + j]);
     __m512 k[kScorePairs][kVecs];  // past nk: key j0 again (its scores are not written)
     #pragma GCC unroll 2
     for (int p = 0; p < kScorePairs; ++p) {
@@ -252,9 +252,9 @@ inline void scores_lanes(const float* q, int n_q, const float* const* keys, int 
           s[j] = s[j + 1] = _mm512_setzero_ps();
           continue;
         }
-        if (g == 0 && j0 + 17 + j < n_keys) {  // the first group's pass: the keys 16 ahead, into L2
-          prefetch_row_l2(keys[j0 + 16 + j]);
-          prefetch_row_l2(keys[j0 + 17 + j]);
+        if (g == 0 && j0 + kPrefetchKeysAhead + j + 1 < n_keys) {  // the first group's pass
+          prefetch_row_l2(keys[j0 + kPrefetchKeysAhead + j]);
+          prefetch_row_l2(keys[j0 + kPrefetchKeysAhead + j + 1]);
         }
         lane_pair_scores(qt, keys[j0 + j], keys[j0 + (j + 1 < nk ? j + 1 : j)], scale, &s[j], &s[j + 1]);
       }
@@ -327,7 +327,7 @@ inline void sum_queries(const float* weights, size_t weight_stride, int i0, cons
   }
   for (int j = 0; j < n_keys; ++j) {
     const E* value = values[j];
-    if (ahead != 0) prefetch_row_l2(reinterpret_cast<const E*>(reinterpret_cast<uintptr_t>(value) + ahead));
+    if (ahead != 0) prefetch_l2(reinterpret_cast<uintptr_t>(value) + ahead, static_cast<int>(kHead * sizeof(E)));
     __m512 x[kVecs16];
     #pragma GCC unroll 4
     for (int v = 0; v < kVecs16; ++v) x[v] = load16(value + 16 * v);

@@ -16,13 +16,16 @@ namespace specdec::attention_detail {
 namespace {
 
 // Asks for the n_bytes at address in L2 (a hint: no fault, no effect on results). The AVX2 and
-// AVX-512 loops' first pass over a call's keys asks for those 16 ahead, over its values for the
-// rows that follow them (the next call's): with K/V from L3 or memory the hardware prefetchers
-// alone leave that pass waiting (attention_avx512.cpp's prefetch_row_l2 has the figures).
+// AVX-512 loops' first pass over a call's keys asks for those kPrefetchKeysAhead ahead, over its
+// values for the rows that follow them (the next call's): with K/V from L3 or memory the hardware
+// prefetchers alone leave that pass waiting (attention_avx512.cpp's prefetch_row_l2: figures).
 [[gnu::always_inline]] inline void prefetch_l2(uintptr_t address, int n_bytes) {
   const char* p = reinterpret_cast<const char*>(address);
   for (int l = 0; l < n_bytes; l += 64) _mm_prefetch(p + l, _MM_HINT_T1);
 }
+
+// How far ahead of the key being scored the first pass asks for keys (the AVX2 and AVX-512 loops).
+constexpr int kPrefetchKeysAhead = 16;
 
 // The distance in bytes from values[0] to the row after values[n - 1] when the n rows are evenly
 // spaced (the cached prefix: the next call's rows follow), else 0.
