@@ -199,6 +199,9 @@ struct BenchReport {
   // (other tenants) the ratio of figures taken seconds apart. Medians over the pairs.
   int paired_count = 0;             // 0: skipped (no probe)
   double paired_ratio = 0, paired_decode_gbs = 0, paired_probe_gbs = 0;
+  // The slowest and fastest of those probe passes: far apart (kProbeSpreadNote) when the
+  // memory's speed moved during the run, so that only figures taken within a pair compare.
+  double paired_probe_min_gbs = 0, paired_probe_max_gbs = 0;
 
   // Compute roofline: the multiply-add peak of the kernels' product instructions on the same
   // threads (measure_compute_peak; zeros on the scalar path), and the weights' multiply-adds per
@@ -274,11 +277,17 @@ CostCurve measure_cost_curve(Transformer& model, KvCache& cache, int m_max, int 
 
 // A probe pass, then a 1-row forward repeat at the cache's current size, `pairs` times; each
 // repeat's achieved GB/s (model.weight_bytes() per forward) over that pass's. Medians over the
-// pairs. Requires pairs >= 1 and room for one row in the cache (left as it was).
+// pairs, and the probe passes' range. Requires pairs >= 1 and room for one row in the cache
+// (left as it was).
 struct PairedBandwidth {
   int pairs = 0;
   double ratio = 0, decode_gbs = 0, probe_gbs = 0;
+  double probe_min_gbs = 0, probe_max_gbs = 0;
 };
+// The report notes a run whose paired probe passes' fastest read this many times the slowest:
+// on the Zen 4 VMs of docs/BENCHMARKS.md 51-53 the memory moved between ~33 and ~60 GB/s
+// within minutes, while passes a few seconds apart on a steady machine stay within ~10%.
+constexpr double kProbeSpreadNote = 1.25;
 PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, ReadBandwidthProbe& probe, int pairs,
                                          double min_rep_seconds);
 

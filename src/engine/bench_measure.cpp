@@ -167,6 +167,7 @@ namespace {
 // measure() returns one pair {a_i, b_i}), and of the per-pair ratios a_i / b_i (0 where b_i is 0).
 struct PairMedians {
   double a = 0, b = 0, ratio = 0;
+  double b_min = 0, b_max = 0;  // the range of the b values
 };
 template <typename MeasurePair>
 PairMedians pair_medians(int pairs, MeasurePair measure) {
@@ -177,7 +178,7 @@ PairMedians pair_medians(int pairs, MeasurePair measure) {
     b.push_back(b_i);
     ratios.push_back(b_i > 0 ? a_i / b_i : 0.0);
   }
-  return {median(a), median(b), median(ratios)};
+  return {median(a), median(b), median(ratios), *std::min_element(b.begin(), b.end()), *std::max_element(b.begin(), b.end())};
 }
 
 }  // namespace
@@ -200,6 +201,8 @@ PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, Rea
   p.ratio = m.ratio;
   p.decode_gbs = m.a;
   p.probe_gbs = m.b;
+  p.probe_min_gbs = m.b_min;
+  p.probe_max_gbs = m.b_max;
   return p;
 }
 

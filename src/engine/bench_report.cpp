@@ -291,9 +291,13 @@ std::string bench_report_text(const BenchReport& r) {
         r.bandwidth_ratio);
   else
     put(out, "  read bandwidth probe skipped\n");
-  if (r.paired_count > 0)
+  if (r.paired_count > 0) {
     put(out, "  paired (probe pass, then a decode repeat; %d pairs): median ratio %.3f (decode %.2f GB/s, probe %.2f GB/s)\n",
         r.paired_count, r.paired_ratio, r.paired_decode_gbs, r.paired_probe_gbs);
+    if (r.paired_probe_max_gbs > kProbeSpreadNote * r.paired_probe_min_gbs)
+      put(out, "  NOTE: the probe passes read %.2f-%.2f GB/s: the memory's speed moved during this run, so compare figures within pairs (the paired ratios), not across lines\n",
+          r.paired_probe_min_gbs, r.paired_probe_max_gbs);
+  }
   put_compute_roofline(out, r);
   if (!r.long_curve.empty())
     put(out, "decode at context %d: %.2f tok/s\n", r.long_curve.context, r.decode_tps_long);
@@ -345,7 +349,9 @@ std::string bench_report_json(const BenchReport& r) {
     j["decode"]["bandwidth_paired"] = {{"pairs", r.paired_count},
                                        {"ratio", r.paired_ratio},
                                        {"decode_gbs", r.paired_decode_gbs},
-                                       {"probe_gbs", r.paired_probe_gbs}};
+                                       {"probe_gbs", r.paired_probe_gbs},
+                                       {"probe_min_gbs", r.paired_probe_min_gbs},
+                                       {"probe_max_gbs", r.paired_probe_max_gbs}};
   if (r.row_floor_seconds > 0)
     j["compute_roofline"] = {{"int8_gmacs", r.compute_peak.int8_gmacs},
                              {"int8_instruction", r.compute_peak.int8_instruction},

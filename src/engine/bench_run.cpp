@@ -394,6 +394,8 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
     r.paired_ratio = paired.ratio;
     r.paired_decode_gbs = paired.decode_gbs;
     r.paired_probe_gbs = paired.probe_gbs;
+    r.paired_probe_min_gbs = paired.probe_min_gbs;
+    r.paired_probe_max_gbs = paired.probe_max_gbs;
   }
   {
     if (log) log("prefill chunks paired with decode repeats");

@@ -206,6 +206,9 @@ TEST(BenchMeasure, PairedBandwidthInterleavesProbePassesAndDecodeRepeats) {
   EXPECT_GT(p.probe_gbs, 0.0);
   EXPECT_GT(p.decode_gbs, 0.0);
   EXPECT_GT(p.ratio, 0.0);
+  EXPECT_GT(p.probe_min_gbs, 0.0);  // the passes' range holds their median
+  EXPECT_LE(p.probe_min_gbs, p.probe_gbs);
+  EXPECT_GE(p.probe_max_gbs, p.probe_gbs);
   EXPECT_EQ(cache.size(), 0);
   EXPECT_THROW(measure_paired_bandwidth(*model, cache, probe, 0, 0.0), Error);
   EXPECT_THROW(ReadBandwidthProbe(model->pool(), 1000), Error);  // below 1 MiB
@@ -261,6 +264,8 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   EXPECT_GT(r.paired_ratio, 0.0);
   EXPECT_GT(r.paired_decode_gbs, 0.0);
   EXPECT_GT(r.paired_probe_gbs, 0.0);
+  EXPECT_LE(r.paired_probe_min_gbs, r.paired_probe_gbs);
+  EXPECT_GE(r.paired_probe_max_gbs, r.paired_probe_gbs);
   EXPECT_GE(r.prefill_paired_count, 5);  // max(reps, 5) pairs of a prefill chunk and a decode repeat
   EXPECT_GT(r.prefill_paired_ratio, 0.0);
   EXPECT_GT(r.prefill_paired_tps, 0.0);
@@ -500,6 +505,26 @@ TEST(BenchReportText, ThreadPoolBackOffIsFlagged) {
   EXPECT_NE(text.find("WARNING: after 3 stalls"), std::string::npos) << text;
   EXPECT_NE(text.find("the thread pool ran 1200 parallel calls on the calling thread alone"), std::string::npos) << text;
   EXPECT_EQ(nlohmann::json::parse(bench_report_json(r))["run"]["pool_inline_calls"], 1200);
+}
+
+// Paired probe passes far apart (the memory's speed moved during the run) get a note naming
+// their range; passes within kProbeSpreadNote of each other do not. The JSON keeps the range.
+TEST(BenchReportText, ProbeSpreadIsNoted) {
+  BenchReport r = roofline_report();
+  r.paired_count = 5;
+  r.paired_ratio = 0.9;
+  r.paired_decode_gbs = 36.0;
+  r.paired_probe_gbs = 40.0;
+  r.paired_probe_min_gbs = 38.0;
+  r.paired_probe_max_gbs = 38.0 * kProbeSpreadNote;  // not above the threshold
+  std::string text = bench_report_text(r);
+  EXPECT_EQ(text.find("the memory's speed moved"), std::string::npos) << text;
+  r.paired_probe_max_gbs = 61.0;
+  text = bench_report_text(r);
+  EXPECT_NE(text.find("NOTE: the probe passes read 38.00-61.00 GB/s: the memory's speed moved"), std::string::npos) << text;
+  const auto j = nlohmann::json::parse(bench_report_json(r))["decode"]["bandwidth_paired"];
+  EXPECT_DOUBLE_EQ(j["probe_min_gbs"].get<double>(), 38.0);
+  EXPECT_DOUBLE_EQ(j["probe_max_gbs"].get<double>(), 61.0);
 }
 
 TEST(BenchReportText, CurvesOfUnequalLengthAreAnErrorNamingTheLengths) {
