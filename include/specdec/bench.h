@@ -286,7 +286,7 @@ struct PairedBandwidth {
 };
 // The report notes a run whose paired probe passes' fastest read this many times the slowest:
 // on the Zen 4 VMs of docs/BENCHMARKS.md 51-53 the memory moved between ~33 and ~60 GB/s
-// within minutes, while passes a few seconds apart on a steady machine stay within ~10%.
+// within minutes, while within one such regime the passes varied by up to ~1.22x (53a).
 constexpr double kProbeSpreadNote = 1.25;
 PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, ReadBandwidthProbe& probe, int pairs,
                                          double min_rep_seconds);
