@@ -383,8 +383,9 @@ void q2_k_tile(const Src& t, int64_t n_super, const RB& rb, __m256* acc) {
 // 8 KiB ahead into L2 for several (as the AVX-512 tiles' VerifyPrefetch::Far): on a Zen 4 VM
 // (docs/BENCHMARKS.md 51) the 1B layers' Q4_K matmuls from memory at M = 2 took 0.72x the time
 // of 2 super-blocks ahead with vpdpbusd products and 0.84x with vpmaddubsw, M = 5 0.86x and
-// 0.95x, M = 9 the same (medians of 6 alternating rounds for vpdpbusd). M = 1 (decode) runs as a OneRowBlock in its own flattened loop, its accumulator in a
-// register (as the AVX-512 tiles).
+// 0.95x, M = 9 the same (medians of 6 alternating rounds for vpdpbusd). M = 1 (decode) runs as
+// a OneRowBlock in its own flattened loop, its accumulator in a register (as the AVX-512
+// tiles).
 template <int64_t kBlock>
 ChunkTile<kBlock> chunk_tile(const WeightMatrix& w, int64_t o0, int n_rows) {
   constexpr int64_t kStride = ChunkTile<kBlock>::kStride, kFarBytes = 8192;
