@@ -115,7 +115,20 @@ inline __m512i gather_dword(const Tile& t, int64_t off) {
 // (b * 34 + ...), as the in-place Tile's (the AMX tiles' use); q8_0_block reads a block by
 // index, and a ChunkTile16 is read through its super-block views (super_block below). x below is
 // the Tiles8 form's offset in a unit, whose 16-row data lies at 2 x in the unit's 2 U bytes.
-inline __m512i load64(const uint8_t* p) { return _mm512_load_si512(p); }
+//
+// load64 is the tiles' one load of weight vectors, and it keeps them in program order: a
+// volatile asm, which GCC does not move past another. A tile reads one sequential stream, and
+// GCC's scheduler had hoisted one vector of each group of eight several hundred bytes ahead of
+// the rest (the Q4_K decode loop loaded offset 0x680 before 0x500-0x640). On Zen 4 that costs
+// the hardware prefetchers their stream: a 1B Q4_K_M decode read 0.70-0.74 of the probe in the
+// fast memory regime with the hoisted loads and 0.74-0.82 in order, and a Q8_0 step that loaded
+// each block's last vector first 0.52 against 0.84 (BENCHMARKS 54a). In cache the order does not
+// matter; the values, and so the bits, are the same.
+inline __m512i load64(const uint8_t* p) {
+  __m512i v;
+  __asm__ volatile("vmovdqa64 %1, %0" : "=v"(v) : "m"(*reinterpret_cast<const __m512i*>(p)));
+  return v;
+}
 inline __m512 halves16(const uint8_t* p) {  // 16 binary16 at p
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
 }
