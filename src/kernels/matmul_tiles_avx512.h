@@ -116,8 +116,8 @@ inline __m512i gather_dword(const Tile& t, int64_t off) {
 // index, and a ChunkTile16 is read through its super-block views (super_block below). x below is
 // the Tiles8 form's offset in a unit, whose 16-row data lies at 2 x in the unit's 2 U bytes.
 //
-// load64 is the tiles' one load of weight vectors, and it keeps them in program order: a
-// volatile asm, which GCC does not move past another. A tile reads one sequential stream, and
+// load64 reads every weight vector of the Tiles16 layouts, and keeps those loads in program
+// order: a volatile asm, which GCC does not move past another. A tile reads one sequential stream, and
 // GCC's scheduler had hoisted one vector of each group of eight several hundred bytes ahead of
 // the rest (the Q4_K decode loop loaded offset 0x680 before 0x500-0x640). On Zen 4 that costs
 // the hardware prefetchers their stream: a 1B Q4_K_M decode read 0.70-0.74 of the probe in the
