@@ -117,13 +117,13 @@ inline __m512i gather_dword(const Tile& t, int64_t off) {
 // the Tiles8 form's offset in a unit, whose 16-row data lies at 2 x in the unit's 2 U bytes.
 //
 // load64 reads every weight vector of the Tiles16 layouts, and keeps those loads in program
-// order: a volatile asm, which GCC does not move past another. A tile reads one sequential stream, and
-// GCC's scheduler had hoisted one vector of each group of eight several hundred bytes ahead of
-// the rest (the Q4_K decode loop loaded offset 0x680 before 0x500-0x640). On Zen 4 that costs
-// the hardware prefetchers their stream: a 1B Q4_K_M decode read 0.70-0.74 of the probe in the
-// fast memory regime with the hoisted loads and 0.74-0.82 in order, and a Q8_0 step that loaded
-// each block's last vector first 0.52 against 0.84 (BENCHMARKS 54a). In cache the order does not
-// matter; the values, and so the bits, are the same.
+// order: a volatile asm, which GCC does not move past another. A tile reads one sequential
+// stream, and GCC's scheduler had hoisted one vector of each group of eight several hundred
+// bytes ahead of the rest (the Q4_K decode loop loaded offset 0x680 before 0x500-0x640). On
+// Zen 4 that costs the hardware prefetchers their stream: a 1B Q4_K_M decode read 0.70-0.74 of
+// the probe in the fast memory regime with the hoisted loads and 0.74-0.82 in order, and a Q8_0
+// step that loaded each block's last vector first 0.52 against 0.84 (BENCHMARKS 54a). In cache
+// the order does not matter; the values, and so the bits, are the same.
 inline __m512i load64(const uint8_t* p) {
   __m512i v;
   __asm__ volatile("vmovdqa64 %1, %0" : "=v"(v) : "m"(*reinterpret_cast<const __m512i*>(p)));
