@@ -202,6 +202,14 @@ struct BenchReport {
   // The slowest and fastest of those probe passes: far apart (kProbeSpreadNote) when the
   // memory's speed moved during the run, so that only figures taken within a pair compare.
   double paired_probe_min_gbs = 0, paired_probe_max_gbs = 0;
+  // The threads' hand-off latency (handoff_latency.h: one way, the slowest worker, ns) before
+  // each of those probe passes, their range, and each pair's figures in order (JSON).
+  double paired_handoff_min_ns = 0, paired_handoff_max_ns = 0;
+  std::vector<double> paired_decode_gbs_each, paired_probe_gbs_each, paired_handoff_ns_each;  // (paired_count)
+  // The same hand-off latency with the compute probes before and after the model measurements
+  // (0: one thread). Where it moves, the system moved the threads between cache domains, and with
+  // them the memory's speed (docs/BENCHMARKS.md 55).
+  double handoff_ns_start = 0, handoff_ns_end = 0;
 
   // Compute roofline: the multiply-add peak of the kernels' product instructions on the same
   // threads (measure_compute_peak; zeros on the scalar path), and the weights' multiply-adds per
@@ -251,6 +259,9 @@ struct BenchReport {
   int simulate_loop_tokens = 0;
 };
 
+// The median of `values` (the mean of the middle two for an even count); 0 for none.
+double median_of(std::vector<double> values);
+
 // Progress messages ("measuring c(M) at context 4096..."); may be empty.
 using BenchLog = std::function<void(const std::string&)>;
 
@@ -283,11 +294,18 @@ struct PairedBandwidth {
   int pairs = 0;
   double ratio = 0, decode_gbs = 0, probe_gbs = 0;
   double probe_min_gbs = 0, probe_max_gbs = 0;
+  // Before each probe pass, the threads' hand-off latency (measure_handoff_latency(pool, 1000, 1),
+  // the slowest worker; 0 on one thread), and each pair's figures in order.
+  double handoff_min_ns = 0, handoff_max_ns = 0;
+  std::vector<double> decode_gbs_each, probe_gbs_each, handoff_ns_each;  // (pairs)
 };
 // The report notes a run whose paired probe passes' fastest read this many times the slowest:
 // on the Zen 4 VMs of docs/BENCHMARKS.md 51-53 the memory moved between ~33 and ~60 GB/s
 // within minutes, while within one such regime the passes varied by up to ~1.22x (53a).
 constexpr double kProbeSpreadNote = 1.25;
+// The report notes a run whose hand-off latencies (start, end and the pairs') spread this many
+// times: on those VMs ~30 ns with both vCPUs on one CCD, ~130-500 ns on two (section 55).
+constexpr double kHandoffSpreadNote = 2.5;
 PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, ReadBandwidthProbe& probe, int pairs,
                                          double min_rep_seconds);
 

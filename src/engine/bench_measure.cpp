@@ -13,6 +13,7 @@
 #include "specdec/bandwidth.h"
 #include "specdec/bench.h"
 #include "specdec/error.h"
+#include "specdec/handoff_latency.h"
 #include "specdec/model.h"
 #include "specdec/rng.h"
 #include "specdec/timer.h"
@@ -23,9 +24,7 @@ namespace {
 
 double median(std::vector<double> values) {
   SPECDEC_CHECK(!values.empty(), "median of no values");
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+  return median_of(std::move(values));
 }
 
 // Token ids that are not the special ones at the start of the usual vocabularies (<unk>, <s>, </s>).
@@ -109,6 +108,13 @@ size_t status_kib(const char* key) {
 
 }  // namespace
 
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
 double time_forward(Transformer& model, KvCache& cache, int context, int m_rows, int reps, double min_rep_seconds) {
   check_reps(reps);
   check_room(cache, context, m_rows, "time_forward");
@@ -191,12 +197,17 @@ PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, Rea
   ForwardJob job = make_job(model, context, 1, /*all_logits=*/true);
   Logits logits;
   job.calibrate(model, cache, logits, min_rep_seconds);
+  PairedBandwidth p;
   const PairMedians m = pair_medians(pairs, [&] {
+    p.handoff_ns_each.push_back(measure_handoff_latency(model.pool(), 1000, 1).max_ns());
     const double pass_gbs = probe.pass();
     const double gbs = static_cast<double>(model.weight_bytes()) / job.run_once(model, cache, logits) / 1e9;
+    p.decode_gbs_each.push_back(gbs);
+    p.probe_gbs_each.push_back(pass_gbs);
     return std::pair{gbs, pass_gbs};
   });
-  PairedBandwidth p;
+  p.handoff_min_ns = *std::min_element(p.handoff_ns_each.begin(), p.handoff_ns_each.end());
+  p.handoff_max_ns = *std::max_element(p.handoff_ns_each.begin(), p.handoff_ns_each.end());
   p.pairs = pairs;
   p.ratio = m.ratio;
   p.decode_gbs = m.a;

@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +26,32 @@ namespace {
 }
 
 double mib(size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
+
+// The paired decode ratios split by the hand-off before each pair: near (within
+// kHandoffSpreadNote of the fastest) and far. Printed only when the run saw both.
+void put_paired_by_handoff(std::string& out, const BenchReport& r) {
+  const size_t n = r.paired_handoff_ns_each.size();
+  if (n == 0 || r.paired_decode_gbs_each.size() != n || r.paired_probe_gbs_each.size() != n) return;
+  std::vector<double> near, far, near_probe, far_probe;  // ratios and probe GB/s per class
+  for (size_t i = 0; i < n; ++i) {
+    if (r.paired_probe_gbs_each[i] <= 0) continue;
+    const bool is_far = r.paired_handoff_ns_each[i] > kHandoffSpreadNote * r.paired_handoff_min_ns;
+    (is_far ? far : near).push_back(r.paired_decode_gbs_each[i] / r.paired_probe_gbs_each[i]);
+    (is_far ? far_probe : near_probe).push_back(r.paired_probe_gbs_each[i]);
+  }
+  if (near.empty() || far.empty()) return;
+  put(out, "  paired by hand-off: near (<= %.0f ns) median ratio %.3f over %zu pairs (probe %.2f GB/s); far median ratio %.3f over %zu pairs (probe %.2f GB/s)\n",
+      kHandoffSpreadNote * r.paired_handoff_min_ns, median_of(near), near.size(), median_of(near_probe), median_of(far),
+      far.size(), median_of(far_probe));
+}
+
+// The smallest of the values above 0 (0 when none is: not measured).
+double min_positive(std::initializer_list<double> values) {
+  double least = 0;
+  for (double v : values)
+    if (v > 0 && (least == 0 || v < least)) least = v;
+  return least;
+}
 
 // The report code indexes a curve's five vectors together.
 void check_curve(const CostCurve& c, const char* name) {
@@ -276,6 +304,9 @@ std::string bench_report_text(const BenchReport& r) {
       r.load_average_1min);
   put(out, "  %d layers, %d dim, vocab %d, context %d; tensors %s\n", r.n_layers, r.n_embd, r.n_vocab, r.n_ctx,
       r.weight_types.c_str());
+  if (r.handoff_ns_start > 0)
+    put(out, "  thread hand-off (a write reaching the slowest worker, one way): %.0f ns before the measurements, %.0f ns after\n",
+        r.handoff_ns_start, r.handoff_ns_end);
   if (r.pool_inline_calls > 0)
     put(out, "  WARNING: after %lld stalls (a worker held up a call: other tenants, or more threads than free cores) "
              "the thread pool ran %lld parallel calls on the calling thread alone: some figures below are partly single-threaded\n",
@@ -292,11 +323,22 @@ std::string bench_report_text(const BenchReport& r) {
   else
     put(out, "  read bandwidth probe skipped\n");
   if (r.paired_count > 0) {
-    put(out, "  paired (probe pass, then a decode repeat; %d pairs): median ratio %.3f (decode %.2f GB/s, probe %.2f GB/s)\n",
+    put(out, "  paired (probe pass, then a decode repeat; %d pairs): median ratio %.3f (decode %.2f GB/s, probe %.2f GB/s)",
         r.paired_count, r.paired_ratio, r.paired_decode_gbs, r.paired_probe_gbs);
+    if (r.paired_handoff_max_ns > 0) put(out, "; hand-offs %.0f-%.0f ns", r.paired_handoff_min_ns, r.paired_handoff_max_ns);
+    put(out, "\n");
+    put_paired_by_handoff(out, r);
     if (r.paired_probe_max_gbs > kProbeSpreadNote * r.paired_probe_min_gbs)
       put(out, "  NOTE: the probe passes read %.2f-%.2f GB/s: the memory's speed moved during this run, so compare figures within pairs (the paired ratios), not across lines\n",
           r.paired_probe_min_gbs, r.paired_probe_max_gbs);
+  }
+  const double handoff_min = min_positive({r.handoff_ns_start, r.handoff_ns_end, r.paired_handoff_min_ns});
+  const double handoff_max = std::max({r.handoff_ns_start, r.handoff_ns_end, r.paired_handoff_max_ns});
+  if (handoff_min > 0 && handoff_max > kHandoffSpreadNote * handoff_min) {
+    put(out, "  NOTE: the thread hand-off moved between %.0f and %.0f ns during this run: the system moved the threads between "
+             "cache domains (cores sharing a last-level cache hand off in tens of ns, across CCDs or sockets in hundreds), "
+             "which moves the memory's speed and the cost of every parallel call with it (docs/BENCHMARKS.md 55)\n",
+        handoff_min, handoff_max);
   }
   put_compute_roofline(out, r);
   if (!r.long_curve.empty())
@@ -339,7 +381,8 @@ std::string bench_report_json(const BenchReport& r) {
                 {"tensor_types", r.weight_types}, {"weight_bytes_per_token", r.weight_bytes}};
   j["run"] = {{"date", r.date}, {"isa", r.isa}, {"decode_prefetch", r.decode_prefetch}, {"verify_prefetch", r.verify_prefetch}, {"threads", r.n_threads}, {"reps", r.reps},
               {"load_average_1min", r.load_average_1min}, {"pool_stalls", r.pool_stalls},
-              {"pool_inline_calls", r.pool_inline_calls}};
+              {"pool_inline_calls", r.pool_inline_calls}, {"handoff_ns_start", r.handoff_ns_start},
+              {"handoff_ns_end", r.handoff_ns_end}};
   j["decode"] = {{"context", r.short_curve.context},      {"seconds_per_token", r.decode_seconds},
                  {"tokens_per_second", r.decode_tps},     {"tokens_per_second_long", r.decode_tps_long},
                  {"min_seconds_per_token", r.decode_min_seconds},
@@ -351,7 +394,12 @@ std::string bench_report_json(const BenchReport& r) {
                                        {"decode_gbs", r.paired_decode_gbs},
                                        {"probe_gbs", r.paired_probe_gbs},
                                        {"probe_min_gbs", r.paired_probe_min_gbs},
-                                       {"probe_max_gbs", r.paired_probe_max_gbs}};
+                                       {"probe_max_gbs", r.paired_probe_max_gbs},
+                                       {"handoff_min_ns", r.paired_handoff_min_ns},
+                                       {"handoff_max_ns", r.paired_handoff_max_ns},
+                                       {"decode_gbs_each", r.paired_decode_gbs_each},
+                                       {"probe_gbs_each", r.paired_probe_gbs_each},
+                                       {"handoff_ns_each", r.paired_handoff_ns_each}};
   if (r.row_floor_seconds > 0)
     j["compute_roofline"] = {{"int8_gmacs", r.compute_peak.int8_gmacs},
                              {"int8_instruction", r.compute_peak.int8_instruction},

@@ -22,6 +22,7 @@
 #include "specdec/cpu.h"
 #include "specdec/error.h"
 #include "specdec/gguf.h"
+#include "specdec/handoff_latency.h"
 #include "specdec/model.h"
 #include "specdec/thread_pool.h"
 #include "specdec/timer.h"
@@ -82,13 +83,6 @@ std::pair<double, double> row_multiply_adds(const GgufFile& gguf) {
 size_t file_size(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   return in ? static_cast<size_t>(in.tellg()) : 0;
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 void validate(const BenchOptions& o) {
@@ -265,6 +259,7 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   // prefill at 117% of a probe that had read 235 instead of ~430 GMAC/s).
   if (log) log("compute peak probe (first of two)");
   const ComputePeak early_peak = measure_compute_peak(target->pool());
+  r.handoff_ns_start = measure_handoff_latency(target->pool()).max_ns();
 
   // 1. Prefill at position 0, then decode and c(M) at the short context.
   r.prefill_chunk = std::min(o.prefill_chunk, capacity);
@@ -376,6 +371,7 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
   // 4. Compute peak and bandwidth on the same threads, then release the models.
   if (log) log("compute peak probe (second of two)");
   r.compute_peak = measure_compute_peak(target->pool());
+  r.handoff_ns_end = measure_handoff_latency(target->pool()).max_ns();
   if (early_peak.int8_gmacs > r.compute_peak.int8_gmacs) r.compute_peak.int8_gmacs = early_peak.int8_gmacs;
   if (early_peak.f32_gmacs > r.compute_peak.f32_gmacs) r.compute_peak.f32_gmacs = early_peak.f32_gmacs;
   std::tie(r.int8_macs_per_row, r.f32_macs_per_row) = row_multiply_adds(target->gguf());
@@ -396,6 +392,11 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
     r.paired_probe_gbs = paired.probe_gbs;
     r.paired_probe_min_gbs = paired.probe_min_gbs;
     r.paired_probe_max_gbs = paired.probe_max_gbs;
+    r.paired_handoff_min_ns = paired.handoff_min_ns;
+    r.paired_handoff_max_ns = paired.handoff_max_ns;
+    r.paired_decode_gbs_each = paired.decode_gbs_each;
+    r.paired_probe_gbs_each = paired.probe_gbs_each;
+    r.paired_handoff_ns_each = paired.handoff_ns_each;
   }
   {
     if (log) log("prefill chunks paired with decode repeats");

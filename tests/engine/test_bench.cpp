@@ -209,6 +209,11 @@ TEST(BenchMeasure, PairedBandwidthInterleavesProbePassesAndDecodeRepeats) {
   EXPECT_GT(p.probe_min_gbs, 0.0);  // the passes' range holds their median
   EXPECT_LE(p.probe_min_gbs, p.probe_gbs);
   EXPECT_GE(p.probe_max_gbs, p.probe_gbs);
+  ASSERT_EQ(p.handoff_ns_each.size(), 3u);  // one hand-off measurement and figure per pair
+  EXPECT_EQ(p.decode_gbs_each.size(), 3u);
+  EXPECT_EQ(p.probe_gbs_each.size(), 3u);
+  EXPECT_GT(p.handoff_min_ns, 0.0);  // the model's pool has 2 threads
+  EXPECT_LE(p.handoff_min_ns, p.handoff_max_ns);
   EXPECT_EQ(cache.size(), 0);
   EXPECT_THROW(measure_paired_bandwidth(*model, cache, probe, 0, 0.0), Error);
   EXPECT_THROW(ReadBandwidthProbe(model->pool(), 1000), Error);  // below 1 MiB
@@ -266,6 +271,9 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   EXPECT_GT(r.paired_probe_gbs, 0.0);
   EXPECT_LE(r.paired_probe_min_gbs, r.paired_probe_gbs);
   EXPECT_GE(r.paired_probe_max_gbs, r.paired_probe_gbs);
+  EXPECT_EQ(r.paired_handoff_ns_each.size(), static_cast<size_t>(r.paired_count));
+  EXPECT_GT(r.handoff_ns_start, 0.0);
+  EXPECT_GT(r.handoff_ns_end, 0.0);
   EXPECT_GE(r.prefill_paired_count, 5);  // max(reps, 5) pairs of a prefill chunk and a decode repeat
   EXPECT_GT(r.prefill_paired_ratio, 0.0);
   EXPECT_GT(r.prefill_paired_tps, 0.0);
