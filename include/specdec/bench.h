@@ -84,6 +84,9 @@ struct CostCurve {
   // divides medians that may come from two (the Zen 4 VM of BENCHMARKS 49 moves between ~33
   // and ~60 GB/s from one minute to the next). paired_cost[0] == 1.
   std::vector<double> paired_cost;  // (m_max)
+  // The threads' hand-off latency (handoff_latency.h, the slowest worker) before each repeat:
+  // where it moved, the repeats ran in two placements of the threads (docs/BENCHMARKS.md 55).
+  std::vector<double> handoff_ns;   // (reps) 0 on one thread
   bool empty() const { return seconds.empty(); }
 };
 

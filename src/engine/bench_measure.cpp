@@ -148,9 +148,11 @@ CostCurve measure_cost_curve(Transformer& model, KvCache& cache, int m_max, int 
     jobs.back().calibrate(model, cache, logits, min_rep_seconds);
   }
   // Interleave the row counts inside each repeat so load changes hit every M alike.
-  for (int r = 0; r < reps; ++r)
-    for (ForwardJob& job : jobs) job.samples.push_back(job.run_once(model, cache, logits));
   CostCurve curve;
+  for (int r = 0; r < reps; ++r) {
+    curve.handoff_ns.push_back(measure_handoff_latency(model.pool(), 1000, 1).max_ns());
+    for (ForwardJob& job : jobs) job.samples.push_back(job.run_once(model, cache, logits));
+  }
   curve.context = context;
   for (const ForwardJob& job : jobs) {
     curve.seconds.push_back(median(job.samples));

@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
-#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -46,7 +45,8 @@ void put_paired_by_handoff(std::string& out, const BenchReport& r) {
 }
 
 // The smallest of the values above 0 (0 when none is: not measured).
-double min_positive(std::initializer_list<double> values) {
+template <typename Values>
+double min_positive_of(const Values& values) {
   double least = 0;
   for (double v : values)
     if (v > 0 && (least == 0 || v < least)) least = v;
@@ -87,6 +87,13 @@ void put_curves(std::string& out, const BenchReport& r) {
       put(out, "  %10.3f %7.3f %8.3f %9.3f", r.long_curve.seconds[i] * 1e3, r.long_curve.cost[i], r.long_curve.min_cost[i],
           r.long_curve.paired_cost[i]);
     put(out, "\n");
+  }
+  for (const CostCurve* c : {&r.short_curve, &r.long_curve}) {
+    if (c->handoff_ns.empty() || c->empty()) continue;
+    const double least = min_positive_of(c->handoff_ns), most = *std::max_element(c->handoff_ns.begin(), c->handoff_ns.end());
+    if (least <= 0) continue;
+    put(out, "  context %d: thread hand-offs %.0f-%.0f ns before the repeats%s\n", c->context, least, most,
+        most > kHandoffSpreadNote * least ? " (the threads changed cache domains during this curve: compare c_pair)" : "");
   }
 }
 
@@ -261,8 +268,9 @@ nlohmann::json end_to_end_json(const EndToEndReport& e) {
 }
 
 nlohmann::json curve_json(const CostCurve& c) {
-  return {{"context", c.context}, {"seconds", c.seconds}, {"cost", c.cost}, {"min_seconds", c.min_seconds},
-          {"min_cost", c.min_cost}, {"paired_cost", c.paired_cost}};
+  return {{"context", c.context},   {"seconds", c.seconds},         {"cost", c.cost},
+          {"min_seconds", c.min_seconds}, {"min_cost", c.min_cost}, {"paired_cost", c.paired_cost},
+          {"handoff_ns", c.handoff_ns}};
 }
 
 }  // namespace
@@ -332,8 +340,10 @@ std::string bench_report_text(const BenchReport& r) {
       put(out, "  NOTE: the probe passes read %.2f-%.2f GB/s: the memory's speed moved during this run, so compare figures within pairs (the paired ratios), not across lines\n",
           r.paired_probe_min_gbs, r.paired_probe_max_gbs);
   }
-  const double handoff_min = min_positive({r.handoff_ns_start, r.handoff_ns_end, r.paired_handoff_min_ns});
-  const double handoff_max = std::max({r.handoff_ns_start, r.handoff_ns_end, r.paired_handoff_max_ns});
+  std::vector<double> handoffs = {r.handoff_ns_start, r.handoff_ns_end, r.paired_handoff_min_ns, r.paired_handoff_max_ns};
+  for (const CostCurve* c : {&r.short_curve, &r.long_curve}) handoffs.insert(handoffs.end(), c->handoff_ns.begin(), c->handoff_ns.end());
+  const double handoff_min = min_positive_of(handoffs);
+  const double handoff_max = *std::max_element(handoffs.begin(), handoffs.end());
   if (handoff_min > 0 && handoff_max > kHandoffSpreadNote * handoff_min) {
     put(out, "  NOTE: the thread hand-off moved between %.0f and %.0f ns during this run: the system moved the threads between "
              "cache domains (cores sharing a last-level cache hand off in tens of ns, across CCDs or sockets in hundreds), "

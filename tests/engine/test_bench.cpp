@@ -272,6 +272,8 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   EXPECT_LE(r.paired_probe_min_gbs, r.paired_probe_gbs);
   EXPECT_GE(r.paired_probe_max_gbs, r.paired_probe_gbs);
   EXPECT_EQ(r.paired_handoff_ns_each.size(), static_cast<size_t>(r.paired_count));
+  EXPECT_EQ(r.short_curve.handoff_ns.size(), static_cast<size_t>(o.reps));  // one per repeat
+  EXPECT_EQ(r.long_curve.handoff_ns.size(), static_cast<size_t>(o.reps));
   EXPECT_GT(r.handoff_ns_start, 0.0);
   EXPECT_GT(r.handoff_ns_end, 0.0);
   EXPECT_GE(r.prefill_paired_count, 5);  // max(reps, 5) pairs of a prefill chunk and a decode repeat

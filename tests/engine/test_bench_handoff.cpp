@@ -1,7 +1,7 @@
 // How `specdec bench` reports the threads' hand-off latency (bench.h, handoff_latency.h): a line
 // with the figures before and after the measurements, the pairs' range on the paired line, the
-// paired ratios split by near and far hand-offs when a run saw both, and a note when the
-// hand-off moved by more than kHandoffSpreadNote; all of it in the JSON.
+// paired ratios split by near and far hand-offs when a run saw both, each cost curve's range,
+// and a note when the hand-off moved by more than kHandoffSpreadNote; all of it in the JSON.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -64,6 +64,16 @@ TEST(BenchReportHandoff, SteadyHandoffsGiveNoSplitAndNoNote) {
   r.handoff_ns_end = 150.0;
   text = bench_report_text(r);
   EXPECT_NE(text.find("NOTE: the thread hand-off moved between 30 and 150 ns"), std::string::npos) << text;
+  // A cost curve whose repeats saw both placements says so under its table, and its hand-offs
+  // count for the run's note.
+  r.handoff_ns_end = 31.0;
+  r.short_curve.context = 16;
+  r.short_curve.handoff_ns = {31.0, 31.0, 148.0};
+  text = bench_report_text(r);
+  EXPECT_NE(text.find("context 16: thread hand-offs 31-148 ns before the repeats (the threads changed cache domains during this curve"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("NOTE: the thread hand-off moved between 30 and 148 ns"), std::string::npos) << text;
+  EXPECT_EQ(nlohmann::json::parse(bench_report_json(r))["cost_curve"]["short"]["handoff_ns"].size(), 3u);
   // One thread: no hand-off line at all.
   BenchReport single = paired_report();
   single.handoff_ns_start = single.handoff_ns_end = 0;
