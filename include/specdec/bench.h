@@ -297,7 +297,7 @@ struct PairedBandwidth {
   int pairs = 0;
   double ratio = 0, decode_gbs = 0, probe_gbs = 0;
   double probe_min_gbs = 0, probe_max_gbs = 0;
-  // Before each probe pass, the threads' hand-off latency (measure_handoff_latency(pool, 1000, 1),
+  // Before each probe pass, the threads' hand-off latency (measure_handoff_latency(pool),
   // the slowest worker; 0 on one thread), and each pair's figures in order.
   double handoff_min_ns = 0, handoff_max_ns = 0;
   std::vector<double> decode_gbs_each, probe_gbs_each, handoff_ns_each;  // (pairs)

@@ -150,7 +150,7 @@ CostCurve measure_cost_curve(Transformer& model, KvCache& cache, int m_max, int 
   // Interleave the row counts inside each repeat so load changes hit every M alike.
   CostCurve curve;
   for (int r = 0; r < reps; ++r) {
-    curve.handoff_ns.push_back(measure_handoff_latency(model.pool(), 1000, 1).max_ns());
+    curve.handoff_ns.push_back(measure_handoff_latency(model.pool()).max_ns());
     for (ForwardJob& job : jobs) job.samples.push_back(job.run_once(model, cache, logits));
   }
   curve.context = context;
@@ -201,7 +201,7 @@ PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, Rea
   job.calibrate(model, cache, logits, min_rep_seconds);
   PairedBandwidth p;
   const PairMedians m = pair_medians(pairs, [&] {
-    p.handoff_ns_each.push_back(measure_handoff_latency(model.pool(), 1000, 1).max_ns());
+    p.handoff_ns_each.push_back(measure_handoff_latency(model.pool()).max_ns());
     const double pass_gbs = probe.pass();
     const double gbs = static_cast<double>(model.weight_bytes()) / job.run_once(model, cache, logits) / 1e9;
     p.decode_gbs_each.push_back(gbs);
