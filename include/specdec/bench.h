@@ -205,9 +205,8 @@ struct BenchReport {
   // The slowest and fastest of those probe passes: far apart (kProbeSpreadNote) when the
   // memory's speed moved during the run, so that only figures taken within a pair compare.
   double paired_probe_min_gbs = 0, paired_probe_max_gbs = 0;
-  // The threads' hand-off latency (handoff_latency.h: one way, the slowest worker, ns) before
-  // each of those probe passes, their range, and each pair's figures in order (JSON).
-  double paired_handoff_min_ns = 0, paired_handoff_max_ns = 0;
+  // Each pair's figures in order: its decode and probe GB/s, and the threads' hand-off latency
+  // (handoff_latency.h: one way, the slowest worker, ns; 0 on one thread) before its probe pass.
   std::vector<double> paired_decode_gbs_each, paired_probe_gbs_each, paired_handoff_ns_each;  // (paired_count)
   // The same hand-off latency with the compute probes before and after the model measurements
   // (0: one thread). Where it moves, the system moved the threads between cache domains, and with
@@ -297,9 +296,8 @@ struct PairedBandwidth {
   int pairs = 0;
   double ratio = 0, decode_gbs = 0, probe_gbs = 0;
   double probe_min_gbs = 0, probe_max_gbs = 0;
-  // Before each probe pass, the threads' hand-off latency (measure_handoff_latency(pool),
-  // the slowest worker; 0 on one thread), and each pair's figures in order.
-  double handoff_min_ns = 0, handoff_max_ns = 0;
+  // Each pair's figures in order, with the threads' hand-off latency before its probe pass
+  // (measure_handoff_latency(pool), the slowest worker; 0 on one thread).
   std::vector<double> decode_gbs_each, probe_gbs_each, handoff_ns_each;  // (pairs)
 };
 // The report notes a run whose paired probe passes' fastest read this many times the slowest:

@@ -208,8 +208,6 @@ PairedBandwidth measure_paired_bandwidth(Transformer& model, KvCache& cache, Rea
     p.probe_gbs_each.push_back(pass_gbs);
     return std::pair{gbs, pass_gbs};
   });
-  p.handoff_min_ns = *std::min_element(p.handoff_ns_each.begin(), p.handoff_ns_each.end());
-  p.handoff_max_ns = *std::max_element(p.handoff_ns_each.begin(), p.handoff_ns_each.end());
   p.pairs = pairs;
   p.ratio = m.ratio;
   p.decode_gbs = m.a;

@@ -26,31 +26,38 @@ namespace {
 
 double mib(size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
 
-// The paired decode ratios split by the hand-off before each pair: near (within
-// kHandoffSpreadNote of the fastest) and far. Printed only when the run saw both.
-void put_paired_by_handoff(std::string& out, const BenchReport& r) {
-  const size_t n = r.paired_handoff_ns_each.size();
-  if (n == 0 || r.paired_decode_gbs_each.size() != n || r.paired_probe_gbs_each.size() != n) return;
-  std::vector<double> near, far, near_probe, far_probe;  // ratios and probe GB/s per class
-  for (size_t i = 0; i < n; ++i) {
-    if (r.paired_probe_gbs_each[i] <= 0) continue;
-    const bool is_far = r.paired_handoff_ns_each[i] > kHandoffSpreadNote * r.paired_handoff_min_ns;
-    (is_far ? far : near).push_back(r.paired_decode_gbs_each[i] / r.paired_probe_gbs_each[i]);
-    (is_far ? far_probe : near_probe).push_back(r.paired_probe_gbs_each[i]);
-  }
-  if (near.empty() || far.empty()) return;
-  put(out, "  paired by hand-off: near (<= %.0f ns) median ratio %.3f over %zu pairs (probe %.2f GB/s); far median ratio %.3f over %zu pairs (probe %.2f GB/s)\n",
-      kHandoffSpreadNote * r.paired_handoff_min_ns, median_of(near), near.size(), median_of(near_probe), median_of(far),
-      far.size(), median_of(far_probe));
-}
-
-// The smallest of the values above 0 (0 when none is: not measured).
+// The smallest of the values above 0, and the largest (0 when none is: not measured).
 template <typename Values>
 double min_positive_of(const Values& values) {
   double least = 0;
   for (double v : values)
     if (v > 0 && (least == 0 || v < least)) least = v;
   return least;
+}
+template <typename Values>
+double max_of(const Values& values) {
+  double most = 0;
+  for (double v : values) most = std::max(most, v);
+  return most;
+}
+
+// The paired decode ratios split by the hand-off before each pair: near (within
+// kHandoffSpreadNote of the fastest) and far. Printed only when the run saw both.
+void put_paired_by_handoff(std::string& out, const BenchReport& r) {
+  const size_t n = r.paired_handoff_ns_each.size();
+  if (n == 0 || r.paired_decode_gbs_each.size() != n || r.paired_probe_gbs_each.size() != n) return;
+  const double fastest = min_positive_of(r.paired_handoff_ns_each);
+  std::vector<double> near, far, near_probe, far_probe;  // ratios and probe GB/s per class
+  for (size_t i = 0; i < n; ++i) {
+    if (r.paired_probe_gbs_each[i] <= 0) continue;
+    const bool is_far = r.paired_handoff_ns_each[i] > kHandoffSpreadNote * fastest;
+    (is_far ? far : near).push_back(r.paired_decode_gbs_each[i] / r.paired_probe_gbs_each[i]);
+    (is_far ? far_probe : near_probe).push_back(r.paired_probe_gbs_each[i]);
+  }
+  if (near.empty() || far.empty()) return;
+  put(out, "  paired by hand-off: near (<= %.0f ns) median ratio %.3f over %zu pairs (probe %.2f GB/s); far median ratio %.3f over %zu pairs (probe %.2f GB/s)\n",
+      kHandoffSpreadNote * fastest, median_of(near), near.size(), median_of(near_probe), median_of(far),
+      far.size(), median_of(far_probe));
 }
 
 // The report code indexes a curve's five vectors together.
@@ -90,7 +97,7 @@ void put_curves(std::string& out, const BenchReport& r) {
   }
   for (const CostCurve* c : {&r.short_curve, &r.long_curve}) {
     if (c->handoff_ns.empty() || c->empty()) continue;
-    const double least = min_positive_of(c->handoff_ns), most = *std::max_element(c->handoff_ns.begin(), c->handoff_ns.end());
+    const double least = min_positive_of(c->handoff_ns), most = max_of(c->handoff_ns);
     if (least <= 0) continue;
     put(out, "  context %d: thread hand-offs %.0f-%.0f ns before the repeats%s\n", c->context, least, most,
         most > kHandoffSpreadNote * least ? " (the threads changed cache domains during this curve: compare c_pair)" : "");
@@ -333,17 +340,18 @@ std::string bench_report_text(const BenchReport& r) {
   if (r.paired_count > 0) {
     put(out, "  paired (probe pass, then a decode repeat; %d pairs): median ratio %.3f (decode %.2f GB/s, probe %.2f GB/s)",
         r.paired_count, r.paired_ratio, r.paired_decode_gbs, r.paired_probe_gbs);
-    if (r.paired_handoff_max_ns > 0) put(out, "; hand-offs %.0f-%.0f ns", r.paired_handoff_min_ns, r.paired_handoff_max_ns);
+    if (max_of(r.paired_handoff_ns_each) > 0)
+      put(out, "; hand-offs %.0f-%.0f ns", min_positive_of(r.paired_handoff_ns_each), max_of(r.paired_handoff_ns_each));
     put(out, "\n");
     put_paired_by_handoff(out, r);
     if (r.paired_probe_max_gbs > kProbeSpreadNote * r.paired_probe_min_gbs)
       put(out, "  NOTE: the probe passes read %.2f-%.2f GB/s: the memory's speed moved during this run, so compare figures within pairs (the paired ratios), not across lines\n",
           r.paired_probe_min_gbs, r.paired_probe_max_gbs);
   }
-  std::vector<double> handoffs = {r.handoff_ns_start, r.handoff_ns_end, r.paired_handoff_min_ns, r.paired_handoff_max_ns};
+  std::vector<double> handoffs = r.paired_handoff_ns_each;  // every hand-off figure of the run
+  handoffs.insert(handoffs.end(), {r.handoff_ns_start, r.handoff_ns_end});
   for (const CostCurve* c : {&r.short_curve, &r.long_curve}) handoffs.insert(handoffs.end(), c->handoff_ns.begin(), c->handoff_ns.end());
-  const double handoff_min = min_positive_of(handoffs);
-  const double handoff_max = *std::max_element(handoffs.begin(), handoffs.end());
+  const double handoff_min = min_positive_of(handoffs), handoff_max = max_of(handoffs);
   if (handoff_min > 0 && handoff_max > kHandoffSpreadNote * handoff_min) {
     put(out, "  NOTE: the thread hand-off moved between %.0f and %.0f ns during this run: the system moved the threads between "
              "cache domains (cores sharing a last-level cache hand off in tens of ns, across CCDs or sockets in hundreds), "
@@ -405,8 +413,8 @@ std::string bench_report_json(const BenchReport& r) {
                                        {"probe_gbs", r.paired_probe_gbs},
                                        {"probe_min_gbs", r.paired_probe_min_gbs},
                                        {"probe_max_gbs", r.paired_probe_max_gbs},
-                                       {"handoff_min_ns", r.paired_handoff_min_ns},
-                                       {"handoff_max_ns", r.paired_handoff_max_ns},
+                                       {"handoff_min_ns", min_positive_of(r.paired_handoff_ns_each)},
+                                       {"handoff_max_ns", max_of(r.paired_handoff_ns_each)},
                                        {"decode_gbs_each", r.paired_decode_gbs_each},
                                        {"probe_gbs_each", r.paired_probe_gbs_each},
                                        {"handoff_ns_each", r.paired_handoff_ns_each}};

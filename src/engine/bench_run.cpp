@@ -392,8 +392,6 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
     r.paired_probe_gbs = paired.probe_gbs;
     r.paired_probe_min_gbs = paired.probe_min_gbs;
     r.paired_probe_max_gbs = paired.probe_max_gbs;
-    r.paired_handoff_min_ns = paired.handoff_min_ns;
-    r.paired_handoff_max_ns = paired.handoff_max_ns;
     r.paired_decode_gbs_each = paired.decode_gbs_each;
     r.paired_probe_gbs_each = paired.probe_gbs_each;
     r.paired_handoff_ns_each = paired.handoff_ns_each;

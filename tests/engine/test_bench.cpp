@@ -212,8 +212,7 @@ TEST(BenchMeasure, PairedBandwidthInterleavesProbePassesAndDecodeRepeats) {
   ASSERT_EQ(p.handoff_ns_each.size(), 3u);  // one hand-off measurement and figure per pair
   EXPECT_EQ(p.decode_gbs_each.size(), 3u);
   EXPECT_EQ(p.probe_gbs_each.size(), 3u);
-  EXPECT_GT(p.handoff_min_ns, 0.0);  // the model's pool has 2 threads
-  EXPECT_LE(p.handoff_min_ns, p.handoff_max_ns);
+  for (double ns : p.handoff_ns_each) EXPECT_GT(ns, 0.0);  // the model's pool has 2 threads
   EXPECT_EQ(cache.size(), 0);
   EXPECT_THROW(measure_paired_bandwidth(*model, cache, probe, 0, 0.0), Error);
   EXPECT_THROW(ReadBandwidthProbe(model->pool(), 1000), Error);  // below 1 MiB
