@@ -41,6 +41,10 @@ double max_of(const Values& values) {
   return most;
 }
 
+// Whether a hand-off of `ns` is far from the fastest one seen (`fastest` > 0): the threads were
+// in another placement (bench.h: kHandoffSpreadNote).
+bool far_from(double ns, double fastest) { return fastest > 0 && ns > kHandoffSpreadNote * fastest; }
+
 // The paired decode ratios split by the hand-off before each pair: near (within
 // kHandoffSpreadNote of the fastest) and far. Printed only when the run saw both.
 void put_paired_by_handoff(std::string& out, const BenchReport& r) {
@@ -50,7 +54,7 @@ void put_paired_by_handoff(std::string& out, const BenchReport& r) {
   std::vector<double> near, far, near_probe, far_probe;  // ratios and probe GB/s per class
   for (size_t i = 0; i < n; ++i) {
     if (r.paired_probe_gbs_each[i] <= 0) continue;
-    const bool is_far = r.paired_handoff_ns_each[i] > kHandoffSpreadNote * fastest;
+    const bool is_far = far_from(r.paired_handoff_ns_each[i], fastest);
     (is_far ? far : near).push_back(r.paired_decode_gbs_each[i] / r.paired_probe_gbs_each[i]);
     (is_far ? far_probe : near_probe).push_back(r.paired_probe_gbs_each[i]);
   }
@@ -100,7 +104,7 @@ void put_curves(std::string& out, const BenchReport& r) {
     const double least = min_positive_of(c->handoff_ns), most = max_of(c->handoff_ns);
     if (least <= 0) continue;
     put(out, "  context %d: thread hand-offs %.0f-%.0f ns before the repeats%s\n", c->context, least, most,
-        most > kHandoffSpreadNote * least ? " (the threads changed cache domains during this curve: compare c_pair)" : "");
+        far_from(most, least) ? " (the threads changed cache domains during this curve: compare c_pair)" : "");
   }
 }
 
@@ -352,7 +356,7 @@ std::string bench_report_text(const BenchReport& r) {
   handoffs.insert(handoffs.end(), {r.handoff_ns_start, r.handoff_ns_end});
   for (const CostCurve* c : {&r.short_curve, &r.long_curve}) handoffs.insert(handoffs.end(), c->handoff_ns.begin(), c->handoff_ns.end());
   const double handoff_min = min_positive_of(handoffs), handoff_max = max_of(handoffs);
-  if (handoff_min > 0 && handoff_max > kHandoffSpreadNote * handoff_min) {
+  if (far_from(handoff_max, handoff_min)) {
     put(out, "  NOTE: the thread hand-off moved between %.0f and %.0f ns during this run: the system moved the threads between "
              "cache domains (cores sharing a last-level cache hand off in tens of ns, across CCDs or sockets in hundreds), "
              "which moves the memory's speed and the cost of every parallel call with it (docs/BENCHMARKS.md 55)\n",
