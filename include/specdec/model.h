@@ -182,7 +182,10 @@ struct ModelOptions {
 // calling thread (each parallel phase is timed until its last task is done), so with
 // other_ns() (embedding, batch planning) they add up to total_ns. The norms and swiglu run
 // inside the projection calls that read them (matmul's prologue), so their time is in those
-// phases: "norm+qkv", "norm+gate_up", "swiglu+down", and the final norm's in "output".
+// phases: "norm+qkv", "norm+gate_up", "swiglu+down", and the final norm's in "output". A block
+// that splits its rows between the threads (prefill-sized batches, model/llama_block.h) is
+// timed by the calling thread's rows: its rope and K/V writes are in "norm+qkv" (rope_kv stays
+// 0), and its waits for the other threads in "norm+qkv" and "swiglu+down".
 struct ForwardProfile {
   enum Phase { kNormQkv, kRopeKv, kAttention, kWo, kNormGateUp, kSwigluDown, kOutput, kPhases };
   static const char* name(int phase);  // "norm+qkv", "rope_kv", ...

@@ -51,11 +51,33 @@ void for_rows(ThreadPool* pool, int n_rows, int64_t row_ns, const std::function<
 // overhead under ~10% even when the worker sleeps.
 constexpr int64_t kMinRowTaskNs = 8000;
 
+// How llama_block spreads a call over the pool (llama_block.cpp): by rows when each thread
+// gets at least kMinSplitRowsPerThread rows of one sequence (the whole batch) and the rows'
+// activations are at least kSplitRowsActivationShare of the weights the extra threads would
+// read again. Cost model: split by outputs, about half of every activation row a step writes
+// is read by another thread (~150 ns a cache line when the threads sit on two CCDs, ~30 on
+// one); split by rows, each of the T threads reads all the block's weights, (T - 1) extra
+// weight passes (from memory, or from a shared L3 when the threads share one and keep pace).
+// Measured on a 2-vCPU Zen 4 (BENCHMARKS 56b): 64- and 256-row prefills of the 150M shape
+// 1.33-1.37x as fast on two CCDs, 1B 256-row prefills ~1.07x; on one CCD the same (0.94-1.01);
+// and a 9-row verify, whose weights are its cost, slower by rows in both placements.
+constexpr int kMinSplitRowsPerThread = 16;
+constexpr double kSplitRowsActivationShare = 0.3;
+// Bytes of one row's activations in a block (BlockScratch's buffers except seq_q / seq_out).
+size_t block_activation_bytes(const ModelConfig& c);
+// Bytes of the block's seven projection matrices.
+size_t block_weight_bytes(const LayerWeights& lw);
+// True when a call of n_rows rows over seqs on n_threads threads is split by rows (above).
+bool block_splits_rows(const LayerWeights& lw, const ModelConfig& c, std::span<const SeqPlan> seqs, int n_rows,
+                       int n_threads);
+
 // x (n_rows, n_embd) <- block `layer` applied in place. rope_table (n_rows, n_rot): each row's
 // (cos, sin) pairs. Row i writes its K/V into layer `layer` of the cache of its SeqPlan at
 // slot[i] and attends as its SeqPlan says (cache prefix, then extra slots, in that order).
-// Every row's result depends on its own inputs and visible K/V only (batch invariant).
-// Cost: one pass over the block's weights for all rows + attention over the visible keys.
+// Every row's result depends on its own inputs and visible K/V only (batch invariant), so
+// either split gives the same bits.
+// Cost: one pass over the block's weights for all rows (one per thread when split by rows) +
+// attention over the visible keys.
 // profile (may be null): the block's phase times are added to it (ForwardProfile).
 void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::span<const SeqPlan> seqs,
                  std::span<const int> slot, const float* rope_table, int n_rows, float* x, BlockScratch& s,

@@ -87,6 +87,28 @@ class BatchInvariance : public ::testing::TestWithParam<InvarianceCase> {
   }
   int n_vocab() const { return model_->config().n_vocab; }
 
+  // Tree node i (parent[i] < i, -1 for a child of the prefix) was forwarded at batch row
+  // row_offset + i, after `prefix`, into `cache` at slot prefix.size() + i: its logits and K/V
+  // must equal the reference's decoding its root-to-node path one token at a time.
+  void expect_nodes_equal_chains(const std::vector<Token>& prefix, const std::vector<Token>& node_tokens,
+                                 const std::vector<int>& parent, const Logits& logits, int row_offset,
+                                 const KvCache& cache, const std::string& label) {
+    KvCache chain_cache = reference_->new_cache();
+    for (size_t i = 0; i < node_tokens.size(); ++i) {
+      std::vector<Token> node_path;
+      for (int a = static_cast<int>(i); a >= 0; a = parent[static_cast<size_t>(a)])
+        node_path.insert(node_path.begin(), node_tokens[static_cast<size_t>(a)]);
+      std::vector<Token> path = prefix;
+      path.insert(path.end(), node_path.begin(), node_path.end());
+      const std::vector<float> chain = decode_one_at_a_time(*reference_, path, &chain_cache);
+      const std::string what = label + " node " + std::to_string(i) + " depth " + std::to_string(node_path.size() - 1);
+      const float* want = chain.data() + (path.size() - 1) * n_vocab();
+      EXPECT_EQ(first_difference(logits.row(row_offset + static_cast<int>(i)), want, static_cast<size_t>(n_vocab())), -1)
+          << what;
+      expect_same_kv(chain_cache, static_cast<int>(path.size()) - 1, cache, static_cast<int>(prefix.size() + i), what);
+    }
+  }
+
   std::unique_ptr<Transformer> reference_;  // 1 thread, single-token decoding
   std::unique_ptr<Transformer> model_;      // the case's thread count, batched
   std::unique_ptr<Rng> rng_;
@@ -209,20 +231,34 @@ TEST_P(BatchInvariance, TreeNodesEqualTheirPathDecodedAsChain) {
     model_->forward(batch, caches, logits);
     ASSERT_EQ(logits.n_rows(), n_nodes + 1);
 
-    KvCache chain_cache = reference_->new_cache();
-    for (int i = 0; i < n_nodes; ++i) {
-      std::vector<Token> path = prefix;
-      std::vector<Token> node_path;
-      for (int a = i; a >= 0; a = parent[a]) node_path.insert(node_path.begin(), node_tokens[a]);
-      path.insert(path.end(), node_path.begin(), node_path.end());
-      const std::vector<float> chain = decode_one_at_a_time(*reference_, path, &chain_cache);
-      const std::string what = "trial " + std::to_string(trial) + " node " + std::to_string(i) + " depth " +
-                               std::to_string(depth[i]);
-      EXPECT_EQ(first_difference(logits.row(i + row_offset), chain.data() + (path.size() - 1) * n_vocab(),
-                                 static_cast<size_t>(n_vocab())), -1) << what;
-      expect_same_kv(chain_cache, static_cast<int>(path.size()) - 1, cache, n_prefix + i, what);
-    }
+    expect_nodes_equal_chains(prefix, node_tokens, parent, logits, row_offset, cache, "trial " + std::to_string(trial));
   }
+}
+
+// A tree of 40 nodes in one sequence after a committed prefix: a batch that llama_block splits
+// by rows on 2 threads (each thread's rows attend through their own ancestors, extra slots
+// rebased to its range; tests/model/test_block_split.cpp checks the predicate for this shape).
+// Every node's logits and K/V equal decoding its root-to-node path as a chain.
+TEST_P(BatchInvariance, LargeTreeOfOneSequenceEqualsItsPathsDecodedAsChains) {
+  const int n_prefix = 5 + static_cast<int>(rng_->below(10)), n_nodes = 40;
+  const std::vector<Token> prefix = random_tokens(n_prefix), node_tokens = random_tokens(n_nodes);
+  std::vector<int> parent(static_cast<size_t>(n_nodes)), depth(static_cast<size_t>(n_nodes));
+  for (int i = 0; i < n_nodes; ++i) {  // mostly chains off recent nodes: depths up to ~20
+    parent[i] = i == 0 ? -1 : i - 1 - static_cast<int>(rng_->below(static_cast<uint64_t>(std::min(i, 3))));
+    if (i > 0 && rng_->below(8) == 0) parent[i] = -1;
+    depth[i] = parent[i] < 0 ? 0 : depth[parent[i]] + 1;
+  }
+  KvCache cache = model_->new_cache();
+  KvCache* caches[] = {&cache};
+  Batch batch;
+  Logits logits;
+  for (int i = 0; i < n_prefix; ++i) batch.add(prefix[i], i, i - 1, 0, false);
+  model_->forward(batch, caches, logits);
+  batch.clear();
+  for (int i = 0; i < n_nodes; ++i) batch.add(node_tokens[i], n_prefix + depth[i], parent[i], 0, true);
+  model_->forward(batch, caches, logits);
+  ASSERT_EQ(logits.n_rows(), n_nodes);
+  expect_nodes_equal_chains(prefix, node_tokens, parent, logits, 0, cache, "40-node tree");
 }
 
 // After a tree verify, keep_rows on an accepted root-to-leaf path (or truncate after a chain)
