@@ -58,9 +58,10 @@ constexpr int64_t kMinRowTaskNs = 8000;
 // is read by another thread (~150 ns a cache line when the threads sit on two CCDs, ~30 on
 // one); split by rows, each of the T threads reads all the block's weights, (T - 1) extra
 // weight passes (from memory, or from a shared L3 when the threads share one and keep pace).
-// Measured on a 2-vCPU Zen 4 (BENCHMARKS 56b): 64- and 256-row prefills of the 150M shape
-// 1.33-1.37x as fast on two CCDs, 1B 256-row prefills ~1.07x; on one CCD the same (0.94-1.01);
-// and a 9-row verify, whose weights are its cost, slower by rows in both placements.
+// Measured on a 2-vCPU Zen 4 (BENCHMARKS 56b), time by rows over time by outputs: 150M prefills
+// 0.73-0.74 (medians, 64 rows) and 0.72-0.80 (256 rows) with the threads on two CCDs, 1B
+// 256-row prefills 0.91-0.95; on one CCD 0.94-1.05. A verify, whose weights are its cost, is
+// slower by rows in both placements.
 constexpr int kMinSplitRowsPerThread = 16;
 constexpr double kSplitRowsActivationShare = 0.3;
 // Bytes of one row's activations in a block (BlockScratch's buffers except seq_q / seq_out).
