@@ -135,9 +135,10 @@ struct BlockCall {
     }
   }
 
-  // attn rows [r0, r1) of sequence sp, whose rows are the batch's rows in order. Each row's
-  // keys are its own (extra_begin rebased to the range), so a range attends as the whole would.
-  void attend(const SeqPlan& sp, int r0, int r1, ThreadPool* pool) const {
+  // out (r1 - r0, q_dim) <- attention of the queries q_rows (r1 - r0, q_dim): rows [r0, r1) of
+  // sequence sp, in its order. Each row's keys are its own (extra_begin rebased to the range),
+  // so a range attends as the whole sequence would.
+  void attend(const SeqPlan& sp, int r0, int r1, const float* q_rows, float* out, ThreadPool* pool) const {
     const int* extra_begin = sp.extra_begin.data() + r0;
     std::vector<int> rebased;  // (r1 - r0 + 1) for a range after the first row
     if (r0 > 0) {
@@ -147,9 +148,8 @@ struct BlockCall {
     }
     const int* extra_slots = sp.extra_slots.data() + sp.extra_begin[static_cast<size_t>(r0)];
     const AttentionRows rows{r1 - r0, sp.n_visible, extra_begin, extra_slots};
-    attention(AttentionShape{c.n_heads, c.n_kv_heads, c.head_dim}, rows, q + at(r0, c.q_dim()),
-              sp.cache->layer_k(layer), sp.cache->layer_v(layer), sp.cache->type(), sp.cache->slot_stride(),
-              sp.cache->head_stride(), attn + at(r0, c.q_dim()), pool);
+    attention(AttentionShape{c.n_heads, c.n_kv_heads, c.head_dim}, rows, q_rows, sp.cache->layer_k(layer),
+              sp.cache->layer_v(layer), sp.cache->type(), sp.cache->slot_stride(), sp.cache->head_stride(), out, pool);
   }
 
   // Every sequence's attention over all n_rows rows (rows of a sequence gathered when they
@@ -159,17 +159,14 @@ struct BlockCall {
     for (const SeqPlan& sp : seqs) {
       const int m = static_cast<int>(sp.rows.size());
       if (m == n_rows) {  // rows are then exactly 0..N-1 in order
-        attend(sp, 0, m, pool);
+        attend(sp, 0, m, q, attn, pool);
         continue;
       }
       float* gathered = sized(s.seq_q, at(m, q_dim));
       for (int r = 0; r < m; ++r)
         std::memcpy(gathered + at(r, q_dim), q + at(sp.rows[r], q_dim), sizeof(float) * q_dim);
       float* seq_out = sized(s.seq_out, at(m, q_dim));
-      const AttentionRows rows{m, sp.n_visible, sp.extra_begin.data(), sp.extra_slots.data()};
-      attention(AttentionShape{c.n_heads, c.n_kv_heads, c.head_dim}, rows, gathered, sp.cache->layer_k(layer),
-                sp.cache->layer_v(layer), sp.cache->type(), sp.cache->slot_stride(), sp.cache->head_stride(), seq_out,
-                pool);
+      attend(sp, 0, m, gathered, seq_out, pool);
       for (int r = 0; r < m; ++r)
         std::memcpy(attn + at(sp.rows[r], q_dim), seq_out + at(r, q_dim), sizeof(float) * q_dim);
     }
@@ -232,7 +229,7 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
     pool->parallel_for(parts, [&](int part, int thread) {
       const int r0 = first_row(part), r1 = first_row(part + 1);
       PhaseClock& part_clock = thread == 0 ? clock : no_clock;
-      call.attend(seqs[0], r0, r1, nullptr);
+      call.attend(seqs[0], r0, r1, call.q + call.at(r0, c.q_dim()), call.attn + call.at(r0, c.q_dim()), nullptr);
       part_clock.lap(ForwardProfile::kAttention);
       call.output_and_ffn(r0, r1, nullptr, part_clock);
     });
