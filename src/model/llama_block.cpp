@@ -5,10 +5,10 @@
 //   - by outputs (most calls): each matmul splits its output columns over the threads, and the
 //     row steps between them (norms, quantization, rope, residual adds) read rows that both
 //     threads wrote;
-//   - by rows (block_splits_rows: prefill-sized single-sequence batches): each thread runs the
-//     whole block on its own rows with single-threaded matmuls, meeting the others once per
-//     block, after the K/V writes that attention needs. Each thread then reads all the
-//     weights, but no activation row moves between threads.
+//   - by rows (block_splits_rows: prefill-sized batches, each sequence's rows one run): each
+//     thread runs the whole block on its own rows with single-threaded matmuls, meeting the
+//     others once per block, after the K/V writes that attention needs. Each thread then
+//     reads all the weights, but no activation row moves between threads.
 #include "model/llama_block.h"
 
 #include <algorithm>
@@ -59,7 +59,11 @@ size_t block_weight_bytes(const LayerWeights& lw) {
 bool block_splits_rows(const LayerWeights& lw, const ModelConfig& c, std::span<const SeqPlan> seqs, int n_rows,
                        int n_threads) {
   if (n_threads < 2 || n_rows < kMinSplitRowsPerThread * n_threads) return false;
-  if (seqs.size() != 1 || static_cast<int>(seqs[0].rows.size()) != n_rows) return false;
+  for (const SeqPlan& sp : seqs) {  // each sequence's rows one contiguous run of the batch
+    for (size_t i = 1; i < sp.rows.size(); ++i) {
+      if (sp.rows[i] != sp.rows[0] + static_cast<int>(i)) return false;
+    }
+  }
   const double activations = static_cast<double>(n_rows) * static_cast<double>(block_activation_bytes(c));
   const double extra_weights = static_cast<double>(n_threads - 1) * static_cast<double>(block_weight_bytes(lw));
   return activations >= kSplitRowsActivationShare * extra_weights;
@@ -229,7 +233,13 @@ void llama_block(const LayerWeights& lw, const ModelConfig& c, int layer, std::s
     pool->parallel_for(parts, [&](int part, int thread) {
       const int r0 = first_row(part), r1 = first_row(part + 1);
       PhaseClock& part_clock = thread == 0 ? clock : no_clock;
-      call.attend(seqs[0], r0, r1, call.q + call.at(r0, c.q_dim()), call.attn + call.at(r0, c.q_dim()), nullptr);
+      for (const SeqPlan& sp : seqs) {  // the sequences' runs of rows inside the part
+        const int first = sp.rows.front();
+        const int begin = std::max(r0, first), end = std::min(r1, first + static_cast<int>(sp.rows.size()));
+        if (begin >= end) continue;
+        const float* q_rows = call.q + call.at(begin, c.q_dim());
+        call.attend(sp, begin - first, end - first, q_rows, call.attn + call.at(begin, c.q_dim()), nullptr);
+      }
       part_clock.lap(ForwardProfile::kAttention);
       call.output_and_ffn(r0, r1, nullptr, part_clock);
     });

@@ -52,9 +52,9 @@ void for_rows(ThreadPool* pool, int n_rows, int64_t row_ns, const std::function<
 constexpr int64_t kMinRowTaskNs = 8000;
 
 // How llama_block spreads a call over the pool (llama_block.cpp): by rows when each thread
-// gets at least kMinSplitRowsPerThread rows of one sequence (the whole batch) and the rows'
-// activations are at least kSplitRowsActivationShare of the weights the extra threads would
-// read again. Cost model: split by outputs, about half of every activation row a step writes
+// gets at least kMinSplitRowsPerThread rows, each sequence's rows are one contiguous run of the
+// batch (a part's attention is then one range per sequence), and the rows' activations are at
+// least kSplitRowsActivationShare of the weights the extra threads would read again. Cost model: split by outputs, about half of every activation row a step writes
 // is read by another thread (~150 ns a cache line when the threads sit on two CCDs, ~30 on
 // one); split by rows, each of the T threads reads all the block's weights, (T - 1) extra
 // weight passes (from memory, or from a shared L3 when the threads share one and keep pace).

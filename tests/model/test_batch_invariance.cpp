@@ -235,6 +235,46 @@ TEST_P(BatchInvariance, TreeNodesEqualTheirPathDecodedAsChain) {
   }
 }
 
+// Two sequences with cached prefixes, then one batch of their next rows, each sequence's rows
+// one run (a prefill next to another: the server's batches), large enough for llama_block to
+// split the rows between 2 threads: a thread's part may end inside one sequence and go on
+// into the next. Logits and K/V equal single-token decoding.
+TEST_P(BatchInvariance, SequencesInRunsOfOneLargeBatchEqualSingleTokenDecoding) {
+  const int n_prefix[2] = {3 + static_cast<int>(rng_->below(10)), 3 + static_cast<int>(rng_->below(10))};
+  // Sequence 1 longer than sequence 0, so the second thread's part starts inside its run.
+  const int n_new[2] = {10 + static_cast<int>(rng_->below(10)), 30 + static_cast<int>(rng_->below(15))};
+  std::vector<Token> tokens[2];
+  KvCache caches_owned[2] = {model_->new_cache(), model_->new_cache()};
+  KvCache* caches[] = {&caches_owned[0], &caches_owned[1]};
+  Batch batch;
+  Logits logits;
+  for (int s = 0; s < 2; ++s) {
+    tokens[s] = random_tokens(n_prefix[s] + n_new[s]);
+    for (int i = 0; i < n_prefix[s]; ++i) batch.add(tokens[s][static_cast<size_t>(i)], i, i == 0 ? -1 : batch.size() - 1, s, false);
+  }
+  model_->forward(batch, caches, logits);
+  batch.clear();
+  for (int s = 0; s < 2; ++s) {
+    for (int i = 0; i < n_new[s]; ++i) {
+      const int pos = n_prefix[s] + i;
+      batch.add(tokens[s][static_cast<size_t>(pos)], pos, i == 0 ? -1 : batch.size() - 1, s, true);
+    }
+  }
+  model_->forward(batch, caches, logits);
+  ASSERT_EQ(logits.n_rows(), n_new[0] + n_new[1]);
+  for (int s = 0; s < 2; ++s) {
+    KvCache ref_cache = reference_->new_cache();
+    const std::vector<float> ref = decode_one_at_a_time(*reference_, tokens[s], &ref_cache);
+    for (int i = 0; i < n_new[s]; ++i) {
+      const int pos = n_prefix[s] + i, row = (s == 0 ? 0 : n_new[0]) + i;
+      const std::string what = "sequence " + std::to_string(s) + " pos " + std::to_string(pos);
+      EXPECT_EQ(first_difference(logits.row(row), ref.data() + static_cast<size_t>(pos) * n_vocab(),
+                                 static_cast<size_t>(n_vocab())), -1) << what;
+      expect_same_kv(ref_cache, pos, caches_owned[s], pos, what);
+    }
+  }
+}
+
 // A tree of 40 nodes in one sequence after a committed prefix: a batch that llama_block splits
 // by rows on 2 threads (each thread's rows attend through their own ancestors, extra slots
 // rebased to its range; tests/model/test_block_split.cpp checks the predicate for this shape).

@@ -4,6 +4,7 @@
 // tests rely on to reach the row split.
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
 #include "model/batch_plan.h"
@@ -88,13 +89,16 @@ TEST(BlockSplit, DecidesByRowsPerThreadAndActivationShare) {
   EXPECT_FALSE(splits(large, 256, 16));
 }
 
-TEST(BlockSplit, NeedsOneSequenceThatIsTheWholeBatch) {
+TEST(BlockSplit, NeedsEachSequencesRowsInOneRun) {
   const Shape tiny = llama_shape(64, 4, 2, 96, DType::Q8_0);
-  std::vector<SeqPlan> two(2);
-  for (int r = 0; r < 70; ++r) two[static_cast<size_t>(r % 2)].rows.push_back(r);
-  EXPECT_FALSE(block_splits_rows(tiny.weights, tiny.config, two, 70, 2));
-  const std::vector<SeqPlan> part = one_sequence(60);
-  EXPECT_FALSE(block_splits_rows(tiny.weights, tiny.config, part, 70, 2));
+  std::vector<SeqPlan> interleaved(2);
+  for (int r = 0; r < 70; ++r) interleaved[static_cast<size_t>(r % 2)].rows.push_back(r);
+  EXPECT_FALSE(block_splits_rows(tiny.weights, tiny.config, interleaved, 70, 2));
+  std::vector<SeqPlan> runs(3);  // rows 0-29, 30, 31-69: a prefill, a decode row, another prefill
+  for (int r = 0; r < 70; ++r) runs[r < 30 ? 0 : r == 30 ? 1 : 2].rows.push_back(r);
+  EXPECT_TRUE(block_splits_rows(tiny.weights, tiny.config, runs, 70, 2));
+  std::swap(runs[2].rows[5], runs[0].rows[5]);  // one row of each prefill swapped: three runs no more
+  EXPECT_FALSE(block_splits_rows(tiny.weights, tiny.config, runs, 70, 2));
 }
 
 }  // namespace
