@@ -54,10 +54,11 @@ constexpr int64_t kMinRowTaskNs = 8000;
 // How llama_block spreads a call over the pool (llama_block.cpp): by rows when each thread
 // gets at least kMinSplitRowsPerThread rows, each sequence's rows are one contiguous run of the
 // batch (a part's attention is then one range per sequence), and the rows' activations are at
-// least kSplitRowsActivationShare of the weights the extra threads would read again. Cost model: split by outputs, about half of every activation row a step writes
-// is read by another thread (~150 ns a cache line when the threads sit on two CCDs, ~30 on
-// one); split by rows, each of the T threads reads all the block's weights, (T - 1) extra
-// weight passes (from memory, or from a shared L3 when the threads share one and keep pace).
+// least kSplitRowsActivationShare of the weights the extra threads would read again.
+// Cost model: split by outputs, about half of every activation row a step writes is read by
+// another thread (~150 ns a cache line when the threads sit on two CCDs, ~30 on one); split by
+// rows, each of the T threads reads all the block's weights, (T - 1) extra weight passes (from
+// memory, or from a shared L3 when the threads share one and keep pace).
 // Measured on a 2-vCPU Zen 4 (BENCHMARKS 56b), time by rows over time by outputs: 150M prefills
 // 0.73-0.74 (medians, 64 rows) and 0.72-0.80 (256 rows) with the threads on two CCDs, 1B
 // 256-row prefills 0.91-0.95; on one CCD 0.94-1.05. A verify, whose weights are its cost, is
