@@ -231,6 +231,7 @@ struct BenchReport {
   // Cost curves and prefill
   CostCurve short_curve, long_curve;
   int prefill_chunk = 0;
+  bool prefill_splits_rows = false;  // the chunk's blocks split their rows between the threads (Transformer::splits_rows)
   double prefill_tps = 0;           // median over reps of chunk tokens / chunk seconds from position 0
   double fill_tps = 0;              // tokens / seconds filling the long context (growing context)
   double prefill_over_decode = 0;   // prefill_tps / decode_tps (issue 6: >= 8 for the 1B shape)

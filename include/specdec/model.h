@@ -211,6 +211,11 @@ class Transformer {
   // Bytes of the weights copied into a repacked layout at load (0 with repack_weights off or
   // on the scalar path).
   size_t repacked_weight_bytes() const { return repacked_weight_bytes_; }
+  // Whether a forward of n_rows rows of one sequence splits each block's rows between the
+  // pool's threads (each thread runs the block on its own rows) rather than each matmul's
+  // outputs: prefill-sized batches of models whose activations outweigh a second weight pass
+  // (model/llama_block.h). The same bits either way; for reports (`specdec bench`).
+  bool splits_rows(int n_rows) const;
 
   // Runs the batch; caches[batch.seq[i]] is row i's cache. Validates the batch (positions,
   // parents, capacity) and throws Error on a bad one before touching any cache.

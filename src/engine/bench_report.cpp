@@ -365,8 +365,8 @@ std::string bench_report_text(const BenchReport& r) {
   put_compute_roofline(out, r);
   if (!r.long_curve.empty())
     put(out, "decode at context %d: %.2f tok/s\n", r.long_curve.context, r.decode_tps_long);
-  put(out, "prefill (%d-token chunk from position 0): %.1f tok/s = %.2fx decode\n", r.prefill_chunk, r.prefill_tps,
-      r.prefill_over_decode);
+  put(out, "prefill (%d-token chunk from position 0%s): %.1f tok/s = %.2fx decode\n", r.prefill_chunk,
+      r.prefill_splits_rows ? ", rows split between the threads" : "", r.prefill_tps, r.prefill_over_decode);
   if (r.prefill_paired_count > 0)
     put(out, "  paired (a prefill chunk, then a decode repeat; %d pairs): median ratio %.2fx (prefill %.1f tok/s, decode %.2f tok/s)\n",
         r.prefill_paired_count, r.prefill_paired_ratio, r.prefill_paired_tps, r.prefill_paired_decode_tps);
@@ -436,7 +436,7 @@ std::string bench_report_json(const BenchReport& r) {
   }
   if (r.row_floor_seconds > 0 && decode_seconds_at_probe(r) > 0)
     j["compute_roofline"]["decode_seconds_at_probe"] = decode_seconds_at_probe(r);
-  j["prefill"] = {{"chunk", r.prefill_chunk}, {"tokens_per_second", r.prefill_tps},
+  j["prefill"] = {{"chunk", r.prefill_chunk}, {"splits_rows", r.prefill_splits_rows}, {"tokens_per_second", r.prefill_tps},
                   {"over_decode", r.prefill_over_decode}, {"fill_tokens_per_second", r.fill_tps}};
   if (r.prefill_paired_count > 0)
     j["prefill"]["paired"] = {{"pairs", r.prefill_paired_count},

@@ -263,6 +263,7 @@ BenchReport run_bench(const BenchOptions& o, const BenchLog& log) {
 
   // 1. Prefill at position 0, then decode and c(M) at the short context.
   r.prefill_chunk = std::min(o.prefill_chunk, capacity);
+  r.prefill_splits_rows = target->splits_rows(r.prefill_chunk);
   if (log) log("prefill: " + std::to_string(r.prefill_chunk) + "-token chunks");
   const double prefill_seconds = time_prefill_chunk(*target, cache, r.prefill_chunk, o.reps, o.min_rep_seconds);
   r.prefill_tps = r.prefill_chunk / prefill_seconds;

@@ -49,6 +49,13 @@ std::unique_ptr<Transformer> Transformer::load(const std::string& path, const Mo
 
 size_t Transformer::weight_bytes() const { return weights_->streamed_bytes(); }
 
+bool Transformer::splits_rows(int n_rows) const {
+  if (weights_->layers.empty() || n_rows < 1) return false;
+  std::vector<SeqPlan> one(1);
+  for (int r = 0; r < n_rows; ++r) one[0].rows.push_back(r);
+  return block_splits_rows(weights_->layers[0], config_, one, n_rows, pool_->size());
+}
+
 KvCache Transformer::new_cache(int n_ctx) const {
   if (n_ctx == 0) n_ctx = config_.n_ctx_train;
   if (n_ctx < 0 || n_ctx > config_.n_ctx_train) {

@@ -293,6 +293,7 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
     EXPECT_EQ(r.row_floor_seconds, 0.0);
   }
   EXPECT_EQ(r.prefill_chunk, 32);
+  EXPECT_TRUE(r.prefill_splits_rows);  // 16 rows per thread of a tiny model: split by rows
   EXPECT_GT(r.prefill_tps, 0.0);
   ASSERT_EQ(r.profiles.size(), 2u);  // M = 1 and 5 (9 > m_max)
   EXPECT_EQ(r.profiles[1].first, 5);
@@ -332,7 +333,8 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   const std::string text = bench_report_text(r);
   for (const char* what : {"decode", "GB/s", "c(M)", "prefill", "peak RSS", "end to end", "acceptance",
                            "SIMULATION alpha 0.60", "SIMULATION alpha 0.80", "greedy outputs identical to plain: yes",
-                           "profile: wall time per forward", "M = 5", "prefill 32"})
+                           "profile: wall time per forward", "M = 5", "prefill 32",
+                           "prefill (32-token chunk from position 0, rows split between the threads)"})
     EXPECT_NE(text.find(what), std::string::npos) << what << "\n" << text;
   EXPECT_NE(text.find(simd ? "roofline (the products alone, at peak)" : "compute peak: not measured"), std::string::npos) << text;
 
@@ -344,6 +346,7 @@ TEST(BenchRun, Stories260KWithLookupReportsEveryFigure) {
   EXPECT_GT(j["decode"]["bandwidth_gbs"].get<double>(), 0.0);
   EXPECT_EQ(j["decode"]["bandwidth_paired"]["pairs"].get<int>(), r.paired_count);
   EXPECT_EQ(j["prefill"]["paired"]["pairs"].get<int>(), r.prefill_paired_count);
+  EXPECT_TRUE(j["prefill"]["splits_rows"].get<bool>());
   EXPECT_DOUBLE_EQ(j["prefill"]["paired"]["over_decode"].get<double>(), r.prefill_paired_ratio);
   EXPECT_GT(j["memory"]["peak_rss_bytes"].get<double>(), 0.0);
   EXPECT_EQ(j.contains("compute_roofline"), simd);

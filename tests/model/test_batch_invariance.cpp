@@ -179,6 +179,7 @@ TEST_P(BatchInvariance, OnePrefillOfManyRowsEqualsSingleTokenDecoding) {
     SCOPED_TRACE(isa_name(isa));
     const Isa previous = set_active_isa(isa);
     const int n_tokens = 70;
+    EXPECT_EQ(model_->splits_rows(n_tokens), GetParam().n_threads == 2);  // 2 threads: split by rows
     const std::vector<Token> seq = random_tokens(n_tokens);
     KvCache ref_cache = reference_->new_cache();
     const std::vector<float> ref = decode_one_at_a_time(*reference_, seq, &ref_cache);
@@ -281,6 +282,7 @@ TEST_P(BatchInvariance, SequencesInRunsOfOneLargeBatchEqualSingleTokenDecoding) 
 // Every node's logits and K/V equal decoding its root-to-node path as a chain.
 TEST_P(BatchInvariance, LargeTreeOfOneSequenceEqualsItsPathsDecodedAsChains) {
   const int n_prefix = 5 + static_cast<int>(rng_->below(10)), n_nodes = 40;
+  EXPECT_EQ(model_->splits_rows(n_nodes), GetParam().n_threads == 2);
   const std::vector<Token> prefix = random_tokens(n_prefix), node_tokens = random_tokens(n_nodes);
   std::vector<int> parent(static_cast<size_t>(n_nodes)), depth(static_cast<size_t>(n_nodes));
   for (int i = 0; i < n_nodes; ++i) {  // mostly chains off recent nodes: depths up to ~20
