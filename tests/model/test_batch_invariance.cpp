@@ -38,6 +38,13 @@ long first_difference(const float* a, const float* b, size_t n) {
   return -1;
 }
 
+// depth (n) of each tree node inside the batch, from parent (parents before their nodes).
+std::vector<int> depths_of(const std::vector<int>& parent) {
+  std::vector<int> depth(parent.size());
+  for (size_t i = 0; i < parent.size(); ++i) depth[i] = parent[i] < 0 ? 0 : depth[static_cast<size_t>(parent[i])] + 1;
+  return depth;
+}
+
 // Index of the first differing byte, or -1.
 long first_byte_difference(const void* a, const void* b, size_t n) {
   for (size_t i = 0; i < n; ++i) {
@@ -86,6 +93,22 @@ class BatchInvariance : public ::testing::TestWithParam<InvarianceCase> {
     return t;
   }
   int n_vocab() const { return model_->config().n_vocab; }
+
+  // parent (n_nodes) of a random token tree, each parent earlier than its node (-1: a child of
+  // the prefix): uniform over the earlier nodes, or (chains) mostly one of the last three nodes,
+  // so the tree is deep (depths up to ~20 for 40 nodes).
+  std::vector<int> random_parents(int n_nodes, bool chains) {
+    std::vector<int> parent(static_cast<size_t>(n_nodes));
+    for (int i = 0; i < n_nodes; ++i) {
+      if (!chains) {
+        parent[i] = static_cast<int>(rng_->below(static_cast<uint64_t>(i + 1))) - 1;  // -1 .. i-1
+        continue;
+      }
+      parent[i] = i == 0 ? -1 : i - 1 - static_cast<int>(rng_->below(static_cast<uint64_t>(std::min(i, 3))));
+      if (i > 0 && rng_->below(8) == 0) parent[i] = -1;
+    }
+    return parent;
+  }
 
   // Tree node i (parent[i] < i, -1 for a child of the prefix) was forwarded at batch row
   // row_offset + i, after `prefix`, into `cache` at slot prefix.size() + i: its logits and K/V
@@ -210,12 +233,8 @@ TEST_P(BatchInvariance, TreeNodesEqualTheirPathDecodedAsChain) {
     const int n_nodes = 1 + static_cast<int>(rng_->below(14));
     const std::vector<Token> prefix = random_tokens(n_prefix);
     const std::vector<Token> node_tokens = random_tokens(n_nodes);
-    std::vector<int> parent(static_cast<size_t>(n_nodes));
-    std::vector<int> depth(static_cast<size_t>(n_nodes));
-    for (int i = 0; i < n_nodes; ++i) {
-      parent[i] = static_cast<int>(rng_->below(static_cast<uint64_t>(i + 1))) - 1;  // -1 .. i-1
-      depth[i] = parent[i] < 0 ? 0 : depth[parent[i]] + 1;
-    }
+    const std::vector<int> parent = random_parents(n_nodes, /*chains=*/false);
+    const std::vector<int> depth = depths_of(parent);
     // Tree batch, after a short unrelated sequence 1 row so rows do not start at 0.
     KvCache cache = model_->new_cache(), other = model_->new_cache();
     KvCache* caches[] = {&cache, &other};
@@ -284,12 +303,8 @@ TEST_P(BatchInvariance, LargeTreeOfOneSequenceEqualsItsPathsDecodedAsChains) {
   const int n_prefix = 5 + static_cast<int>(rng_->below(10)), n_nodes = 40;
   EXPECT_EQ(model_->splits_rows(n_nodes), GetParam().n_threads == 2);
   const std::vector<Token> prefix = random_tokens(n_prefix), node_tokens = random_tokens(n_nodes);
-  std::vector<int> parent(static_cast<size_t>(n_nodes)), depth(static_cast<size_t>(n_nodes));
-  for (int i = 0; i < n_nodes; ++i) {  // mostly chains off recent nodes: depths up to ~20
-    parent[i] = i == 0 ? -1 : i - 1 - static_cast<int>(rng_->below(static_cast<uint64_t>(std::min(i, 3))));
-    if (i > 0 && rng_->below(8) == 0) parent[i] = -1;
-    depth[i] = parent[i] < 0 ? 0 : depth[parent[i]] + 1;
-  }
+  const std::vector<int> parent = random_parents(n_nodes, /*chains=*/true);
+  const std::vector<int> depth = depths_of(parent);
   KvCache cache = model_->new_cache();
   KvCache* caches[] = {&cache};
   Batch batch;
@@ -312,12 +327,8 @@ TEST_P(BatchInvariance, KeepRowsAndTruncateThenRedecodeEqualFreshRun) {
     const int n_nodes = 2 + static_cast<int>(rng_->below(10));
     const std::vector<Token> prefix = random_tokens(n_prefix);
     const std::vector<Token> node_tokens = random_tokens(n_nodes);
-    std::vector<int> parent(static_cast<size_t>(n_nodes));
-    std::vector<int> depth(static_cast<size_t>(n_nodes));
-    for (int i = 0; i < n_nodes; ++i) {
-      parent[i] = static_cast<int>(rng_->below(static_cast<uint64_t>(i + 1))) - 1;
-      depth[i] = parent[i] < 0 ? 0 : depth[parent[i]] + 1;
-    }
+    const std::vector<int> parent = random_parents(n_nodes, /*chains=*/false);
+    const std::vector<int> depth = depths_of(parent);
     KvCache cache = model_->new_cache();
     KvCache* caches[] = {&cache};
     Batch batch;
