@@ -110,6 +110,18 @@ class BatchInvariance : public ::testing::TestWithParam<InvarianceCase> {
     return parent;
   }
 
+  // A random token tree after a random prefix, drawn in that order: the prefix, the nodes'
+  // tokens, their parents (random_parents), and the nodes' depths (depths_of).
+  struct RandomTree {
+    std::vector<Token> prefix, node_tokens;
+    std::vector<int> parent, depth;
+  };
+  RandomTree random_tree(int n_prefix, int n_nodes, bool chains) {
+    RandomTree tree{random_tokens(n_prefix), random_tokens(n_nodes), random_parents(n_nodes, chains), {}};
+    tree.depth = depths_of(tree.parent);
+    return tree;
+  }
+
   // Tree node i (parent[i] < i, -1 for a child of the prefix) was forwarded at batch row
   // row_offset + i, after `prefix`, into `cache` at slot prefix.size() + i: its logits and K/V
   // must equal the reference's decoding its root-to-node path one token at a time.
@@ -231,10 +243,7 @@ TEST_P(BatchInvariance, TreeNodesEqualTheirPathDecodedAsChain) {
   for (int trial = 0; trial < n_trials; ++trial) {
     const int n_prefix = 1 + static_cast<int>(rng_->below(20));
     const int n_nodes = 1 + static_cast<int>(rng_->below(14));
-    const std::vector<Token> prefix = random_tokens(n_prefix);
-    const std::vector<Token> node_tokens = random_tokens(n_nodes);
-    const std::vector<int> parent = random_parents(n_nodes, /*chains=*/false);
-    const std::vector<int> depth = depths_of(parent);
+    const auto [prefix, node_tokens, parent, depth] = random_tree(n_prefix, n_nodes, /*chains=*/false);
     // Tree batch, after a short unrelated sequence 1 row so rows do not start at 0.
     KvCache cache = model_->new_cache(), other = model_->new_cache();
     KvCache* caches[] = {&cache, &other};
@@ -302,9 +311,7 @@ TEST_P(BatchInvariance, SequencesInRunsOfOneLargeBatchEqualSingleTokenDecoding) 
 TEST_P(BatchInvariance, LargeTreeOfOneSequenceEqualsItsPathsDecodedAsChains) {
   const int n_prefix = 5 + static_cast<int>(rng_->below(10)), n_nodes = 40;
   EXPECT_EQ(model_->splits_rows(n_nodes), GetParam().n_threads == 2);
-  const std::vector<Token> prefix = random_tokens(n_prefix), node_tokens = random_tokens(n_nodes);
-  const std::vector<int> parent = random_parents(n_nodes, /*chains=*/true);
-  const std::vector<int> depth = depths_of(parent);
+  const auto [prefix, node_tokens, parent, depth] = random_tree(n_prefix, n_nodes, /*chains=*/true);
   KvCache cache = model_->new_cache();
   KvCache* caches[] = {&cache};
   Batch batch;
@@ -325,10 +332,7 @@ TEST_P(BatchInvariance, KeepRowsAndTruncateThenRedecodeEqualFreshRun) {
   for (int trial = 0; trial < n_trials; ++trial) {
     const int n_prefix = 1 + static_cast<int>(rng_->below(16));
     const int n_nodes = 2 + static_cast<int>(rng_->below(10));
-    const std::vector<Token> prefix = random_tokens(n_prefix);
-    const std::vector<Token> node_tokens = random_tokens(n_nodes);
-    const std::vector<int> parent = random_parents(n_nodes, /*chains=*/false);
-    const std::vector<int> depth = depths_of(parent);
+    const auto [prefix, node_tokens, parent, depth] = random_tree(n_prefix, n_nodes, /*chains=*/false);
     KvCache cache = model_->new_cache();
     KvCache* caches[] = {&cache};
     Batch batch;
